@@ -1,0 +1,246 @@
+/**
+ * Every error once raises. Each has a stable `code` (safe to match on) and carries the fields a caller
+ * needs; `cause` is always chained. Messages never include tool inputs or results.
+ */
+export class OnceError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** A part of an idempotency key (namespace, taskId, stepId) is empty, too long or has control characters. */
+export class InvalidKeyPartError extends OnceError {
+  constructor(
+    readonly part: string,
+    reason: string,
+  ) {
+    super("ONCE_INVALID_KEY_PART", `invalid ${part}: ${reason}`);
+  }
+}
+
+/** A value cannot be canonicalised to JSON (undefined, a function, a bigint, NaN, a cycle…). */
+export class NotJsonError extends OnceError {
+  constructor(
+    readonly path: string,
+    reason: string,
+  ) {
+    super("ONCE_NOT_JSON", `value at ${path} is not JSON: ${reason}`);
+  }
+}
+
+/** A tool definition is malformed. */
+export class InvalidToolError extends OnceError {
+  constructor(
+    readonly tool: string,
+    reason: string,
+  ) {
+    super("ONCE_INVALID_TOOL", `invalid tool ${JSON.stringify(tool)}: ${reason}`);
+  }
+}
+
+/** No tool of that name is registered. */
+export class UnknownToolError extends OnceError {
+  constructor(readonly tool: string) {
+    super("ONCE_UNKNOWN_TOOL", `unknown tool ${JSON.stringify(tool)}`);
+  }
+}
+
+/** The input failed the tool's input schema. `issues` lists paths and messages, never values. */
+export class InvalidInputError extends OnceError {
+  constructor(
+    readonly tool: string,
+    readonly issues: readonly string[],
+    options?: { cause?: unknown },
+  ) {
+    super("ONCE_INVALID_INPUT", `input for ${tool} is invalid: ${issues.join("; ")}`, options);
+  }
+}
+
+/** The tool returned something its output schema rejects. After an effect this is terminal, never a re-run. */
+export class InvalidOutputError extends OnceError {
+  constructor(
+    readonly tool: string,
+    readonly issues: readonly string[],
+    options?: { cause?: unknown },
+  ) {
+    super("ONCE_INVALID_OUTPUT", `output of ${tool} is invalid: ${issues.join("; ")}`, options);
+  }
+}
+
+/** The tool's result cannot be stored as JSON. */
+export class ResultNotSerializableError extends OnceError {
+  constructor(
+    readonly tool: string,
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super("ONCE_RESULT_NOT_JSON", `result of ${tool} is not JSON-serialisable: ${reason}`, options);
+  }
+}
+
+/** The tool's result is larger than the configured limit. */
+export class ResultTooLargeError extends OnceError {
+  constructor(
+    readonly tool: string,
+    readonly bytes: number,
+    readonly limitBytes: number,
+  ) {
+    super("ONCE_RESULT_TOO_LARGE", `result of ${tool} is ${bytes} bytes, over the ${limitBytes}-byte limit`);
+  }
+}
+
+/** An effect call was made without the `taskId` and `stepId` its key is derived from. */
+export class MissingStepIdentityError extends OnceError {
+  constructor(
+    readonly tool: string,
+    readonly missing: readonly string[],
+  ) {
+    super(
+      "ONCE_MISSING_STEP_IDENTITY",
+      `${tool} is an effect tool: ${missing.join(" and ")} required (the orchestrator's own, stable across retries)`,
+    );
+  }
+}
+
+/** The same key was used for a different call (another tool or another input). Nothing ran. */
+export class IdempotencyConflictError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly tool: string,
+    readonly storedTool: string,
+  ) {
+    super(
+      "ONCE_CONFLICT",
+      `key ${key} already belongs to a different ${storedTool === tool ? `${tool} call (other input)` : `tool (${storedTool})`}`,
+    );
+  }
+}
+
+/** The effect may or may not have happened and nothing could tell which: an operator must resolve the key. */
+export class OutcomeUnknownError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly tool: string,
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super("ONCE_OUTCOME_UNKNOWN", `outcome of ${tool} for key ${key} is unknown: ${reason}`, options);
+  }
+}
+
+/** This owner no longer holds the key (its lease ran out and another owner took it). Its result is discarded. */
+export class LeaseLostError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly token: string,
+  ) {
+    super("ONCE_LEASE_LOST", `lease on ${key} lost by owner ${token}`);
+  }
+}
+
+/** Another owner is running this key right now. Retry after `retryAfterMs`; this is not a failure. */
+export class InFlightError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly retryAfterMs: number,
+  ) {
+    super("ONCE_IN_FLIGHT", `key ${key} is in flight elsewhere; retry in ${retryAfterMs} ms`);
+  }
+}
+
+/** The call failed terminally before (e.g. card declined); the stored failure is replayed, nothing re-runs. */
+export class ReplayedFailureError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly stored: StoredError,
+  ) {
+    super("ONCE_REPLAYED_FAILURE", `${stored.name}: ${stored.message} (stored failure for key ${key})`);
+  }
+}
+
+/** A job's id does not match the key derived from its own taskId/stepId/namespace. */
+export class KeyMismatchError extends OnceError {
+  constructor(
+    readonly jobId: string,
+    readonly expectedJobId: string,
+  ) {
+    super("ONCE_KEY_MISMATCH", `job id ${jobId} does not match the key derived from its data (${expectedJobId})`);
+  }
+}
+
+/** Job data is not a once tool call. */
+export class InvalidJobDataError extends OnceError {
+  constructor(
+    readonly issues: readonly string[],
+    options?: { cause?: unknown },
+  ) {
+    super("ONCE_INVALID_JOB", `job data is not a once call: ${issues.join("; ")}`, options);
+  }
+}
+
+/** The store could not be reached. once fails closed: the effect does not run. */
+export class StoreUnavailableError extends OnceError {
+  constructor(operation: string, options?: { cause?: unknown }) {
+    super("ONCE_STORE_UNAVAILABLE", `dedup store unavailable during ${operation}; nothing was run`, options);
+  }
+}
+
+/** The store refused a transition the record's state does not allow. */
+export class TransitionRefusedError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly transition: string,
+    readonly reason: string,
+  ) {
+    super("ONCE_TRANSITION_REFUSED", `${transition} refused for ${key}: ${reason}`);
+  }
+}
+
+/** The record's retention is shorter than the worst-case retry window. */
+export class RetryWindowError extends OnceError {
+  constructor(
+    readonly retentionMs: number,
+    readonly worstCaseMs: number,
+    readonly terms: readonly RetryWindowTerm[],
+  ) {
+    const lines = terms.map((t) => `  ${t.name}: ${t.ms} ms (${t.detail})`).join("\n");
+    super(
+      "ONCE_RETRY_WINDOW",
+      `retention ${retentionMs} ms is shorter than the worst-case retry window ${worstCaseMs} ms:\n${lines}\n` +
+        "raise retentionMs or shorten the retry chain; an expired record lets a retry fire the effect again",
+    );
+  }
+}
+
+/** The dispatcher gave up waiting after its retries. The call may still complete; calling again is safe. */
+export class DispatchTimeoutError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly tool: string,
+    readonly attempts: number,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      "ONCE_DISPATCH_TIMEOUT",
+      `${tool} (key ${key}) did not finish within ${attempts} × ${timeoutMs} ms; calling again with the same step is safe`,
+    );
+  }
+}
+
+/** A failure that the tool classified as terminal, as stored on the record and replayed. */
+export interface StoredError {
+  name: string;
+  message: string;
+  code?: string;
+}
+
+/** One term of the retry-window sum. */
+export interface RetryWindowTerm {
+  name: string;
+  ms: number;
+  detail: string;
+}

@@ -1,0 +1,132 @@
+import type { StoredError } from "./errors.js";
+
+/** Where the owner is: `prepare` has not touched the outside world; in `effect` the side effect may have happened. */
+export type Phase = "prepare" | "effect";
+
+/** The state of a record; see docs/protocol.md for the transitions. */
+export type RecordState = "claimed" | "reconciling" | "released" | "done" | "failed" | "unknown";
+
+/** What an operator decided about an `unknown` record, kept on the record. */
+export interface Resolution {
+  as: "applied" | "not_applied" | "failed";
+  by: string;
+  why: string;
+  at: number;
+}
+
+/** A record as read back from a store. Times are milliseconds on the store's clock. */
+export interface OnceRecord {
+  key: string;
+  state: RecordState;
+  phase: Phase;
+  fence: number;
+  owner?: string;
+  leaseUntil?: number;
+  fingerprint: string;
+  tool: string;
+  claims: number;
+  createdAt: number;
+  updatedAt: number;
+  /** JSON text of the result (state `done`). */
+  result?: string;
+  /** The stored failure (state `failed`), or why the outcome is unknown (state `unknown`). */
+  error?: StoredError;
+  /** W3C traceparent of the attempt that executed (or is executing). */
+  trace?: string;
+  resolution?: Resolution;
+  /** Milliseconds until the record expires, when the store knows it. */
+  ttlMs?: number;
+}
+
+export interface ClaimRequest {
+  key: string;
+  fingerprint: string;
+  tool: string;
+  /** The phase a fresh owner starts in: `prepare` when the tool has a prepare step, else `effect`. */
+  phase: Phase;
+  leaseMs: number;
+  /** W3C traceparent of this attempt, stored if it becomes the owner. */
+  trace?: string;
+}
+
+/** What an owner holds after a claim: pass `token` to every write. */
+export interface Ownership {
+  token: string;
+  fence: number;
+  leaseUntil: number;
+  claims: number;
+}
+
+/** The answer to a claim. Exactly one of these; see the worker flow in docs/protocol.md. */
+export type ClaimOutcome =
+  | ({ outcome: "acquired" } & Ownership)
+  | ({ outcome: "takeover" } & Ownership)
+  | ({ outcome: "reconcile"; from: "claimed" | "reconciling" | "unknown" } & Ownership)
+  | { outcome: "replay"; result: string; trace?: string; fence: number }
+  | { outcome: "replay_error"; error: StoredError; trace?: string; fence: number }
+  | { outcome: "in_flight"; retryAfterMs: number; state: "claimed" | "reconciling"; fence: number }
+  | { outcome: "conflict"; tool: string };
+
+/** The answer to an owner's write. `lost`: the token is not the owner's; the record is unchanged. */
+export type WriteOutcome =
+  | { outcome: "ok"; fence: number; leaseUntil?: number }
+  | { outcome: "lost" }
+  | { outcome: "refused"; reason: string };
+
+/** An operator's decision about an `unknown` record. */
+export type ResolveDecision =
+  | { as: "applied"; result: string }
+  | { as: "not_applied" }
+  | { as: "failed"; error: StoredError };
+
+export interface ResolveRequest {
+  decision: ResolveDecision;
+  /** Who decided: a person or a system. */
+  by: string;
+  why: string;
+  /** The fence the operator saw; refused if the record moved on since. */
+  expectFence?: number;
+}
+
+/**
+ * The dedup store: one method per transition, plain data in and out. Every owner write compares
+ * the full owner token; every transition refreshes the record's retention.
+ */
+export interface OnceStore {
+  claim(request: ClaimRequest): Promise<ClaimOutcome>;
+  /** claimed(prepare) → claimed(effect). */
+  beginEffect(key: string, token: string): Promise<WriteOutcome>;
+  /** claimed → done with `result` (JSON text). */
+  complete(key: string, token: string, result: string): Promise<WriteOutcome>;
+  /** claimed → failed: the stored error is replayed to every later attempt. */
+  failTerminal(key: string, token: string, error: StoredError): Promise<WriteOutcome>;
+  /** claimed → released. Refused in the effect phase unless `notApplied` asserts nothing happened. */
+  release(key: string, token: string, options?: { notApplied?: boolean }): Promise<WriteOutcome>;
+  /** claimed → unknown: the effect may have happened. */
+  markUnknown(key: string, token: string, error?: StoredError): Promise<WriteOutcome>;
+  /** Extends the lease of a claimed or reconciling owner. */
+  heartbeat(key: string, token: string, leaseMs: number): Promise<WriteOutcome>;
+  /** reconciling → done: the effect had happened; `result` is what it produced. */
+  resolveApplied(key: string, token: string, result: string): Promise<WriteOutcome>;
+  /** reconciling → claimed(effect), same token: the effect had not happened, go ahead. */
+  resolveNotApplied(key: string, token: string): Promise<WriteOutcome>;
+  /** reconciling → unknown: nothing could tell whether the effect happened. */
+  giveUp(key: string, token: string, error?: StoredError): Promise<WriteOutcome>;
+  /** unknown → done | released | failed, by an operator; fence + 1, who/when/why kept. */
+  resolve(key: string, request: ResolveRequest): Promise<WriteOutcome>;
+  /** The record, or undefined if there is none. */
+  get(key: string): Promise<OnceRecord | undefined>;
+}
+
+/** Settings every store shares. */
+export interface StoreOptions {
+  /** How long a record outlives its last transition. Default 24 h. */
+  retentionMs?: number;
+}
+
+export const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+
+/** How long an `in_flight` caller should wait: the owner's remaining lease, between 50 ms and 5 s. */
+export function retryAfterFor(leaseRemainingMs: number): number {
+  return Math.min(Math.max(leaseRemainingMs, 50), 5_000);
+}

@@ -1,0 +1,142 @@
+import type { z } from "zod";
+import { InvalidInputError, InvalidOutputError, InvalidToolError, type StoredError } from "./errors.js";
+
+/**
+ * `read`: no side effect, retry freely. `write`: idempotent by nature (set_status), retry freely.
+ * `effect`: every repeat is a new real-world effect (charge, email, ticket); only these go through the store.
+ */
+export type ToolKind = "read" | "write" | "effect";
+
+/** How `classifyError` sorts a failure of `run`. */
+export type ErrorClass = "terminal" | "not_applied" | "unknown";
+
+/** What a reconcile hook found out about an effect whose outcome was lost. */
+export type ReconcileResult<Out> = { applied: true; result: Out } | { applied: false };
+
+/** What every tool is handed. */
+export interface CallContext {
+  tool: string;
+  namespace: string;
+  taskId?: string;
+  stepId?: string;
+  /** 1 for the first delivery of the job. */
+  attempt: number;
+  /** Aborts when the call must stop: for effect tools, when the lease is lost. */
+  signal: AbortSignal;
+}
+
+/** What an effect tool is handed: the key and fence to pass downstream (e.g. as `Idempotency-Key`). */
+export interface EffectContext extends CallContext {
+  taskId: string;
+  stepId: string;
+  key: string;
+  fence: number;
+}
+
+export type ContextFor<K extends ToolKind> = K extends "effect" ? EffectContext : CallContext;
+
+export interface ToolSpec<
+  Name extends string,
+  Kind extends ToolKind,
+  In extends z.ZodType,
+  Out extends z.ZodType,
+  Prepared = undefined,
+> {
+  name: Name;
+  kind: Kind;
+  description?: string;
+  input: In;
+  output: Out;
+  /** Validation and look-ups before any side effect. A crash here costs a takeover, not a reconcile. */
+  prepare?: (input: z.output<In>, ctx: ContextFor<Kind>) => Promise<Prepared> | Prepared;
+  /** The call itself. */
+  run: (input: z.output<In>, ctx: ContextFor<Kind>, prepared: Prepared) => Promise<z.input<Out>> | z.input<Out>;
+  /** Asks the outside world whether the effect for `ctx.key` happened (a provider lookup). Effect tools only. */
+  reconcile?: (input: z.output<In>, ctx: EffectContext) => Promise<ReconcileResult<z.input<Out>>>;
+  /** Sorts a failure of `run`. Default: `unknown` (the effect may have happened). */
+  classifyError?: (error: unknown) => ErrorClass;
+  /** Lease for effect calls; heartbeats renew it every third of it. Default: the worker's. */
+  leaseMs?: number;
+}
+
+export interface Tool<
+  Name extends string = string,
+  Kind extends ToolKind = ToolKind,
+  In extends z.ZodType = z.ZodType,
+  Out extends z.ZodType = z.ZodType,
+  Prepared = unknown,
+> extends Readonly<ToolSpec<Name, Kind, In, Out, Prepared>> {}
+
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every input and output type.
+export type AnyTool = Tool<string, ToolKind, z.ZodType, z.ZodType, any>;
+
+export type InputOf<T extends AnyTool> = z.input<T["input"]>;
+export type OutputOf<T extends AnyTool> = z.output<T["output"]>;
+
+const TOOL_NAME = /^[A-Za-z][A-Za-z0-9_.-]{0,127}$/;
+const KINDS: readonly ToolKind[] = ["read", "write", "effect"];
+
+/** Declares a tool; checks the declaration now so a mistake fails at start-up, not on the first call. */
+export function defineTool<
+  const Name extends string,
+  const Kind extends ToolKind,
+  In extends z.ZodType,
+  Out extends z.ZodType,
+  Prepared = undefined,
+>(spec: ToolSpec<Name, Kind, In, Out, Prepared>): Tool<Name, Kind, In, Out, Prepared> {
+  const name = String(spec.name);
+  if (!TOOL_NAME.test(name)) {
+    throw new InvalidToolError(name, "name must start with a letter and use letters, digits, _ . - (≤128)");
+  }
+  if (!KINDS.includes(spec.kind)) throw new InvalidToolError(name, `kind must be one of ${KINDS.join(", ")}`);
+  if (typeof spec.input?.safeParse !== "function" || typeof spec.output?.safeParse !== "function") {
+    throw new InvalidToolError(name, "input and output must be zod schemas");
+  }
+  if (typeof spec.run !== "function") throw new InvalidToolError(name, "run must be a function");
+  if (spec.kind !== "effect" && (spec.reconcile || spec.prepare)) {
+    throw new InvalidToolError(name, "prepare and reconcile are for effect tools only");
+  }
+  if (spec.leaseMs !== undefined && !(Number.isInteger(spec.leaseMs) && spec.leaseMs >= 100)) {
+    throw new InvalidToolError(name, "leaseMs must be an integer of at least 100");
+  }
+  return Object.freeze({ ...spec });
+}
+
+/** Parses `input` with the tool's schema; throws {@link InvalidInputError} listing paths, never values. */
+export function parseInput<T extends AnyTool>(tool: T, input: unknown): z.output<T["input"]> {
+  const parsed = tool.input.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError(tool.name, describeIssues(parsed.error), { cause: parsed.error });
+  return parsed.data as never;
+}
+
+/** Parses a tool's output; throws {@link InvalidOutputError}. */
+export function parseOutput<T extends AnyTool>(tool: T, output: unknown): z.output<T["output"]> {
+  const parsed = tool.output.safeParse(output);
+  if (!parsed.success) throw new InvalidOutputError(tool.name, describeIssues(parsed.error), { cause: parsed.error });
+  return parsed.data as never;
+}
+
+/** `path: message` for each issue; zod's messages name expectations, not the offending values. */
+export function describeIssues(error: z.ZodError): string[] {
+  return error.issues.map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`);
+}
+
+/** The default classification: anything unrecognised may have reached the outside world. */
+export function classifyWith(tool: AnyTool, error: unknown): ErrorClass {
+  if (!tool.classifyError) return "unknown";
+  try {
+    const verdict = tool.classifyError(error);
+    return verdict === "terminal" || verdict === "not_applied" ? verdict : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+/** The storable form of an error: its name, message and code, nothing else. */
+export function toStoredError(error: unknown): StoredError {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return { name: error.name, message: error.message, ...(typeof code === "string" ? { code } : {}) };
+  }
+  return { name: "Error", message: String(error) };
+}
