@@ -168,7 +168,10 @@ export class KeyMismatchError extends OnceError {
     readonly jobId: string,
     readonly expectedJobId: string,
   ) {
-    super("ONCE_KEY_MISMATCH", `job id ${jobId} does not match the key derived from its data (${expectedJobId})`);
+    super(
+      "ONCE_KEY_MISMATCH",
+      `job id ${jobId} does not match the key derived from its data (${expectedJobId})`,
+    );
   }
 }
 

@@ -33,7 +33,10 @@ function encode(value: unknown, path: string, seen: Set<object>): string {
         const entries = Object.keys(value)
           .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
           .sort()
-          .map((k) => `${JSON.stringify(k)}:${encode((value as Record<string, unknown>)[k], `${path}.${k}`, seen)}`);
+          .map(
+            (k) =>
+              `${JSON.stringify(k)}:${encode((value as Record<string, unknown>)[k], `${path}.${k}`, seen)}`,
+          );
         return `{${entries.join(",")}}`;
       } finally {
         seen.delete(value);
@@ -46,7 +49,5 @@ function encode(value: unknown, path: string, seen: Set<object>): string {
 
 /** sha256 (hex) of the canonical JSON of `{ tool, input }`: binds a key to exactly one call. */
 export function fingerprint(tool: string, input: unknown): string {
-  return createHash("sha256")
-    .update(canonicalJson({ tool, input }))
-    .digest("hex");
+  return createHash("sha256").update(canonicalJson({ tool, input })).digest("hex");
 }

@@ -18,8 +18,8 @@ export {
   ResultTooLargeError,
   RetryWindowError,
   type RetryWindowTerm,
-  StoreUnavailableError,
   type StoredError,
+  StoreUnavailableError,
   TransitionRefusedError,
   UnknownToolError,
 } from "./errors.js";

@@ -4,6 +4,7 @@ import { InvalidKeyPartError } from "./errors.js";
 const KEY_VERSION = "once/key/v1";
 const MAX_PART_LENGTH = 256;
 // C0, DEL and C1 controls: invisible in logs and dashboards, so never part of an identity.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export interface StepIdentity {
@@ -22,7 +23,8 @@ export function validateKeyPart(part: string, value: unknown): string {
     throw new InvalidKeyPartError(part, `must be at most ${MAX_PART_LENGTH} characters, got ${value.length}`);
   }
   if (CONTROL.test(value)) throw new InvalidKeyPartError(part, "must not contain control characters");
-  if (!value.isWellFormed()) throw new InvalidKeyPartError(part, "must be well-formed UTF-16 (a lone surrogate)");
+  if (!value.isWellFormed())
+    throw new InvalidKeyPartError(part, "must be well-formed UTF-16 (a lone surrogate)");
   return value;
 }
 

@@ -24,11 +24,11 @@ interface Entry {
  */
 export class MemoryStore implements OnceStore {
   readonly #entries = new Map<string, Entry>();
-  readonly #retentionMs: number;
+  readonly retentionMs: number;
   readonly #now: () => number;
 
   constructor(options: StoreOptions & { now?: () => number } = {}) {
-    this.#retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+    this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
     this.#now = options.now ?? Date.now;
   }
 
@@ -109,7 +109,9 @@ export class MemoryStore implements OnceStore {
   }
 
   async markUnknown(key: string, token: string, error?: StoredError): Promise<WriteOutcome> {
-    return this.#ownerWrite(key, token, ["claimed"], (r) => this.#settle(r, "unknown", error ? { error } : {}));
+    return this.#ownerWrite(key, token, ["claimed"], (r) =>
+      this.#settle(r, "unknown", error ? { error } : {}),
+    );
   }
 
   async heartbeat(key: string, token: string, leaseMs: number): Promise<WriteOutcome> {
@@ -130,14 +132,17 @@ export class MemoryStore implements OnceStore {
   }
 
   async giveUp(key: string, token: string, error?: StoredError): Promise<WriteOutcome> {
-    return this.#ownerWrite(key, token, ["reconciling"], (r) => this.#settle(r, "unknown", error ? { error } : {}));
+    return this.#ownerWrite(key, token, ["reconciling"], (r) =>
+      this.#settle(r, "unknown", error ? { error } : {}),
+    );
   }
 
   async resolve(key: string, request: ResolveRequest): Promise<WriteOutcome> {
     const now = this.#now();
     const record = this.#live(key, now);
     if (!record) return { outcome: "refused", reason: "no record" };
-    if (record.state !== "unknown") return { outcome: "refused", reason: `state is ${record.state}, not unknown` };
+    if (record.state !== "unknown")
+      return { outcome: "refused", reason: `state is ${record.state}, not unknown` };
     if (request.expectFence !== undefined && request.expectFence !== record.fence) {
       return { outcome: "refused", reason: `fence is ${record.fence}, expected ${request.expectFence}` };
     }
@@ -192,14 +197,15 @@ export class MemoryStore implements OnceStore {
 
   #touch(record: OnceRecord, now: number): void {
     record.updatedAt = now;
-    this.#entries.set(record.key, { record, expiresAt: now + this.#retentionMs });
+    this.#entries.set(record.key, { record, expiresAt: now + this.retentionMs });
   }
 
   #ownerWrite(
     key: string,
     token: string,
     states: readonly RecordState[],
-    apply: (record: OnceRecord, now: number) => string | undefined | void,
+    // biome-ignore lint/suspicious/noConfusingVoidType: most transitions return nothing; a refusal returns why.
+    apply: (record: OnceRecord, now: number) => string | void,
   ): WriteOutcome {
     const now = this.#now();
     const record = this.#live(key, now);

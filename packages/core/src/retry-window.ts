@@ -51,7 +51,11 @@ export function retryWindow(input: RetryWindowInput): RetryWindow {
       detail: `${retries} re-enqueues × (timeout ${timeoutMs} + backoff ${backoffMs})`,
     });
   }
-  terms.push({ name: "resumeGap", ms: input.resumeGapMs ?? 0, detail: "orchestrator crash-and-resume allowance" });
+  terms.push({
+    name: "resumeGap",
+    ms: input.resumeGapMs ?? 0,
+    detail: "orchestrator crash-and-resume allowance",
+  });
   return { worstCaseMs: terms.reduce((sum, t) => sum + t.ms, 0), terms };
 }
 

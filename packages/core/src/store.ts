@@ -93,6 +93,8 @@ export interface ResolveRequest {
  * the full owner token; every transition refreshes the record's retention.
  */
 export interface OnceStore {
+  /** How long a record outlives its last transition. */
+  readonly retentionMs: number;
   claim(request: ClaimRequest): Promise<ClaimOutcome>;
   /** claimed(prepare) → claimed(effect). */
   beginEffect(key: string, token: string): Promise<WriteOutcome>;

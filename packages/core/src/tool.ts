@@ -50,7 +50,11 @@ export interface ToolSpec<
   /** Validation and look-ups before any side effect. A crash here costs a takeover, not a reconcile. */
   prepare?: (input: z.output<In>, ctx: ContextFor<Kind>) => Promise<Prepared> | Prepared;
   /** The call itself. */
-  run: (input: z.output<In>, ctx: ContextFor<Kind>, prepared: Prepared) => Promise<z.input<Out>> | z.input<Out>;
+  run: (
+    input: z.output<In>,
+    ctx: ContextFor<Kind>,
+    prepared: Prepared,
+  ) => Promise<z.input<Out>> | z.input<Out>;
   /** Asks the outside world whether the effect for `ctx.key` happened (a provider lookup). Effect tools only. */
   reconcile?: (input: z.output<In>, ctx: EffectContext) => Promise<ReconcileResult<z.input<Out>>>;
   /** Sorts a failure of `run`. Default: `unknown` (the effect may have happened). */
@@ -105,20 +109,24 @@ export function defineTool<
 /** Parses `input` with the tool's schema; throws {@link InvalidInputError} listing paths, never values. */
 export function parseInput<T extends AnyTool>(tool: T, input: unknown): z.output<T["input"]> {
   const parsed = tool.input.safeParse(input);
-  if (!parsed.success) throw new InvalidInputError(tool.name, describeIssues(parsed.error), { cause: parsed.error });
+  if (!parsed.success)
+    throw new InvalidInputError(tool.name, describeIssues(parsed.error), { cause: parsed.error });
   return parsed.data as never;
 }
 
 /** Parses a tool's output; throws {@link InvalidOutputError}. */
 export function parseOutput<T extends AnyTool>(tool: T, output: unknown): z.output<T["output"]> {
   const parsed = tool.output.safeParse(output);
-  if (!parsed.success) throw new InvalidOutputError(tool.name, describeIssues(parsed.error), { cause: parsed.error });
+  if (!parsed.success)
+    throw new InvalidOutputError(tool.name, describeIssues(parsed.error), { cause: parsed.error });
   return parsed.data as never;
 }
 
 /** `path: message` for each issue; zod's messages name expectations, not the offending values. */
 export function describeIssues(error: z.ZodError): string[] {
-  return error.issues.map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`);
+  return error.issues.map(
+    (issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`,
+  );
 }
 
 /** The default classification: anything unrecognised may have reached the outside world. */
