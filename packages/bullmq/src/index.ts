@@ -1,1 +1,20 @@
-export {};
+export {
+  type CallProcessor,
+  type CallProcessorOptions,
+  createCallProcessor,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_RESULT_BYTES,
+} from "./call-processor.js";
+export {
+  type CallOptions,
+  type CallOptionsFor,
+  type CallResult,
+  Dispatcher,
+  type DispatcherOptions,
+  type EffectCallOptions,
+} from "./dispatcher.js";
+export { DuplicateToolError, JobFailedError } from "./errors.js";
+export { fetchWithKey } from "./fetch-with-key.js";
+export { CALL_VERSION, type CallData, type CallOutcome, isCallData, parseCallData } from "./job-data.js";
+export { OnceWorker, type OnceWorkerOptions } from "./once-worker.js";
+export { withOnce } from "./with-once.js";

@@ -1,0 +1,324 @@
+import {
+  type AnyTool,
+  type ClaimOutcome,
+  type CallContext,
+  classifyWith,
+  type EffectContext,
+  deriveKey,
+  fingerprint,
+  IdempotencyConflictError,
+  InFlightError,
+  jobIdForKey,
+  KeyMismatchError,
+  LeaseLostError,
+  MissingStepIdentityError,
+  type OnceStore,
+  type Ownership,
+  OutcomeUnknownError,
+  parseInput,
+  parseOutput,
+  ReplayedFailureError,
+  ResultNotSerializableError,
+  ResultTooLargeError,
+  toStoredError,
+  TransitionRefusedError,
+  type WriteOutcome,
+} from "@once/core";
+import { DelayedError, type Job } from "bullmq";
+import { unrecoverable } from "./errors.js";
+import { type CallData, type CallOutcome, parseCallData } from "./job-data.js";
+import { Lease } from "./lease.js";
+import { ToolRegistry } from "./registry.js";
+
+export interface CallProcessorOptions {
+  store: OnceStore;
+  tools: readonly AnyTool[];
+  /** Lease of an effect call's owner, unless the tool sets its own. Default 30 s. */
+  leaseMs?: number;
+  /** Largest result stored, in bytes of JSON. Default 1 MiB. */
+  maxResultBytes?: number;
+}
+
+export const DEFAULT_LEASE_MS = 30_000;
+export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+
+/** A BullMQ processor function for once calls. */
+export type CallProcessor = (job: Job, token?: string) => Promise<CallOutcome>;
+
+/**
+ * The worker flow of docs/protocol.md as a BullMQ processor: parse and check the job, claim its key,
+ * then run, replay, reconcile or wait as the claim says. Errors that retrying cannot mend are thrown
+ * as BullMQ `UnrecoverableError`s carrying once's named error as `cause`.
+ */
+export function createCallProcessor(options: CallProcessorOptions): CallProcessor {
+  const registry = new ToolRegistry(options.tools);
+  const flow = new CallFlow(options.store, options.leaseMs ?? DEFAULT_LEASE_MS, options.maxResultBytes);
+  return async function processCall(job: Job, token?: string): Promise<CallOutcome> {
+    let call: CallData;
+    let tool: AnyTool;
+    try {
+      call = parseCallData(job.data);
+      tool = registry.get(call.tool);
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+    if (tool.kind !== "effect") return flow.direct(tool, call, job);
+    return flow.effect(tool, call, job, token);
+  };
+}
+
+/** One attempt of one call, with everything the steps share. */
+interface Attempt {
+  tool: AnyTool;
+  call: CallData;
+  key: string;
+  job: Job;
+}
+
+class CallFlow {
+  readonly #store: OnceStore;
+  readonly #leaseMs: number;
+  readonly #maxResultBytes: number;
+
+  constructor(store: OnceStore, leaseMs: number, maxResultBytes = DEFAULT_MAX_RESULT_BYTES) {
+    this.#store = store;
+    this.#leaseMs = leaseMs;
+    this.#maxResultBytes = maxResultBytes;
+  }
+
+  /** `read` and `write` tools: validate, run, validate. No store. */
+  async direct(tool: AnyTool, call: CallData, job: Job): Promise<CallOutcome> {
+    let input: unknown;
+    try {
+      input = parseInput(tool, call.input);
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+    const ctx: CallContext = {
+      tool: tool.name,
+      namespace: call.namespace,
+      attempt: job.attemptsMade + 1,
+      signal: new AbortController().signal,
+      ...(call.taskId === undefined ? {} : { taskId: call.taskId }),
+      ...(call.stepId === undefined ? {} : { stepId: call.stepId }),
+    };
+    const output = await tool.run(input, ctx as never, undefined);
+    try {
+      return { result: parseOutput(tool, output), outcome: "direct" };
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+  }
+
+  async effect(tool: AnyTool, call: CallData, job: Job, token: string | undefined): Promise<CallOutcome> {
+    const attempt = this.#check(tool, call, job);
+    const claim = await this.#store.claim({
+      key: attempt.key,
+      fingerprint: fingerprint(tool.name, call.input),
+      tool: tool.name,
+      phase: tool.prepare ? "prepare" : "effect",
+      leaseMs: this.#leaseFor(tool),
+      ...(call.trace?.traceparent === undefined ? {} : { trace: call.trace.traceparent }),
+    });
+    return this.#act(attempt, claim, token);
+  }
+
+  /** Step 1: the job must name its own key; nothing is touched if it does not. */
+  #check(tool: AnyTool, call: CallData, job: Job): Attempt {
+    try {
+      const missing = (["taskId", "stepId"] as const).filter((part) => call[part] === undefined);
+      if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
+      const key = deriveKey({ namespace: call.namespace, taskId: call.taskId ?? "", stepId: call.stepId ?? "" });
+      const expected = jobIdForKey(key);
+      if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
+      return { tool, call, key, job };
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+  }
+
+  async #act(attempt: Attempt, claim: ClaimOutcome, token: string | undefined): Promise<CallOutcome> {
+    const { key, tool } = attempt;
+    switch (claim.outcome) {
+      case "replay":
+        return { result: JSON.parse(claim.result), outcome: "replay", fence: claim.fence };
+      case "replay_error":
+        throw unrecoverable(new ReplayedFailureError(key, claim.error));
+      case "conflict":
+        throw unrecoverable(new IdempotencyConflictError(key, tool.name, claim.tool));
+      case "in_flight":
+        // Another owner is alive: come back when its lease would have run out, without using an attempt.
+        if (token === undefined) throw new InFlightError(key, claim.retryAfterMs);
+        await attempt.job.moveToDelayed(Date.now() + claim.retryAfterMs, token);
+        throw new DelayedError();
+      case "acquired":
+      case "takeover":
+        return this.#execute(attempt, claim, false);
+      case "reconcile":
+        return this.#reconcile(attempt, claim);
+    }
+  }
+
+  /** Steps 3–5: prepare, begin the effect, run, settle. */
+  async #execute(attempt: Attempt, owner: Ownership, inEffectPhase: boolean): Promise<CallOutcome> {
+    const { key, tool } = attempt;
+    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool));
+    try {
+      let input: unknown;
+      try {
+        input = parseInput(tool, attempt.call.input);
+      } catch (error) {
+        await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
+        throw unrecoverable(error as Error);
+      }
+      const ctx = this.#context(attempt, owner, lease.signal);
+      let prepared: unknown;
+      if (tool.prepare) {
+        try {
+          prepared = await tool.prepare(input, ctx);
+        } catch (error) {
+          // Nothing touched the outside world yet: hand the key back and let BullMQ retry.
+          await this.#settle(key, owner, this.#store.release(key, owner.token, { notApplied: inEffectPhase }));
+          throw error;
+        }
+        if (!inEffectPhase) await this.#settle(key, owner, this.#store.beginEffect(key, owner.token));
+      }
+      let output: unknown;
+      try {
+        output = await tool.run(input, ctx, prepared);
+      } catch (error) {
+        throw await this.#runFailed(attempt, owner, lease, error);
+      }
+      if (lease.lost) throw new LeaseLostError(key, owner.token);
+      const { result, text } = await this.#storable(attempt, owner, output);
+      await this.#settle(key, owner, this.#store.complete(key, owner.token, text));
+      return { result, outcome: "executed", fence: owner.fence };
+    } finally {
+      lease.stop();
+    }
+  }
+
+  /** Step 5: `classifyError` decides what a failure of `run` leaves behind. */
+  async #runFailed(attempt: Attempt, owner: Ownership, lease: Lease, error: unknown): Promise<Error> {
+    const { key, tool } = attempt;
+    if (lease.lost) return new LeaseLostError(key, owner.token);
+    switch (classifyWith(tool, error)) {
+      case "terminal":
+        await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
+        return unrecoverable(asError(error));
+      case "not_applied":
+        await this.#settle(key, owner, this.#store.release(key, owner.token, { notApplied: true }));
+        return asError(error);
+      case "unknown":
+        await this.#settle(key, owner, this.#store.markUnknown(key, owner.token, toStoredError(error)));
+        // Retryable on purpose: the next attempt claims `unknown` and asks the reconcile hook.
+        return new OutcomeUnknownError(key, tool.name, "run failed after the effect may have begun", {
+          cause: error,
+        });
+    }
+  }
+
+  /** Step 6: ask the outside world whether the effect happened; never re-fire blindly. */
+  async #reconcile(attempt: Attempt, owner: Ownership): Promise<CallOutcome> {
+    const { key, tool } = attempt;
+    if (!tool.reconcile) {
+      await this.#settle(key, owner, this.#store.giveUp(key, owner.token, noHook));
+      throw unrecoverable(new OutcomeUnknownError(key, tool.name, "the tool has no reconcile hook"));
+    }
+    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool));
+    let verdict: Awaited<ReturnType<NonNullable<AnyTool["reconcile"]>>>;
+    try {
+      const input = parseInput(tool, attempt.call.input);
+      verdict = await tool.reconcile(input, this.#context(attempt, owner, lease.signal));
+    } catch (error) {
+      lease.stop();
+      await this.#settle(key, owner, this.#store.giveUp(key, owner.token, toStoredError(error)));
+      // Retryable: the provider may answer the next time it is asked.
+      throw new OutcomeUnknownError(key, tool.name, "the reconcile hook failed", { cause: error });
+    }
+    if (verdict.applied) {
+      try {
+        const { result, text } = await this.#storable(attempt, owner, verdict.result, "reconcile");
+        await this.#settle(key, owner, this.#store.resolveApplied(key, owner.token, text));
+        return { result, outcome: "reconciled", fence: owner.fence };
+      } finally {
+        lease.stop();
+      }
+    }
+    lease.stop();
+    await this.#settle(key, owner, this.#store.resolveNotApplied(key, owner.token));
+    return this.#execute(attempt, owner, true);
+  }
+
+  /** Validates and serialises a result; a bad one after the effect is terminal, never a re-run. */
+  async #storable(
+    attempt: Attempt,
+    owner: Ownership,
+    output: unknown,
+    via: "run" | "reconcile" = "run",
+  ): Promise<{ result: unknown; text: string }> {
+    const { key, tool } = attempt;
+    try {
+      const result = parseOutput(tool, output);
+      const text = toJson(tool.name, result);
+      const bytes = Buffer.byteLength(text);
+      if (bytes > this.#maxResultBytes) throw new ResultTooLargeError(tool.name, bytes, this.#maxResultBytes);
+      return { result, text };
+    } catch (error) {
+      const stored = toStoredError(error);
+      const write =
+        via === "run"
+          ? this.#store.failTerminal(key, owner.token, stored)
+          : this.#store.giveUp(key, owner.token, stored);
+      await this.#settle(key, owner, write);
+      throw unrecoverable(asError(error));
+    }
+  }
+
+  /** Every owner write: `lost` means another owner holds the key and this attempt's work is discarded. */
+  async #settle(key: string, owner: Ownership, write: Promise<WriteOutcome>): Promise<void> {
+    const answer = await write;
+    if (answer.outcome === "lost") throw new LeaseLostError(key, owner.token);
+    if (answer.outcome === "refused") throw new TransitionRefusedError(key, "owner write", answer.reason);
+  }
+
+  #context(attempt: Attempt, owner: Ownership, signal: AbortSignal): EffectContext {
+    const { call, key, tool, job } = attempt;
+    return {
+      tool: tool.name,
+      namespace: call.namespace,
+      taskId: call.taskId ?? "",
+      stepId: call.stepId ?? "",
+      attempt: job.attemptsMade + 1,
+      signal,
+      key,
+      fence: owner.fence,
+    };
+  }
+
+  #leaseFor(tool: AnyTool): number {
+    return tool.leaseMs ?? this.#leaseMs;
+  }
+}
+
+const noHook = { name: "OutcomeUnknownError", message: "the tool has no reconcile hook" };
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** JSON text of a result; refuses what JSON would silently change (undefined, functions, NaN, bigint). */
+function toJson(tool: string, value: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, (_key, v: unknown) => {
+      if (typeof v === "function" || typeof v === "symbol") throw new TypeError(`a ${typeof v} is not JSON`);
+      if (typeof v === "number" && !Number.isFinite(v)) throw new TypeError(`${v} is not JSON`);
+      return v;
+    });
+  } catch (error) {
+    throw new ResultNotSerializableError(tool, (error as Error).message, { cause: error });
+  }
+  if (text === undefined) throw new ResultNotSerializableError(tool, "the result is undefined");
+  return text;
+}

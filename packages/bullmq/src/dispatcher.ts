@@ -1,0 +1,321 @@
+import {
+  type AnyTool,
+  assertRetryWindow,
+  type BackoffSetting,
+  DEFAULT_NAMESPACE,
+  DispatchTimeoutError,
+  deriveKey,
+  fingerprint,
+  IdempotencyConflictError,
+  type InputOf,
+  jobIdForKey,
+  MissingStepIdentityError,
+  type OnceRecord,
+  type OnceStore,
+  type OutputOf,
+  OutcomeUnknownError,
+  parseInput,
+  ReplayedFailureError,
+  type RetryWindow,
+  validateKeyPart,
+} from "@once/core";
+import { type JobsOptions, type Queue, QueueEvents } from "bullmq";
+import { DEFAULT_LEASE_MS } from "./call-processor.js";
+import { JobFailedError } from "./errors.js";
+import { CALL_VERSION, type CallData, type CallOutcome } from "./job-data.js";
+import { ToolRegistry } from "./registry.js";
+
+export interface DispatcherOptions {
+  /** The queue workers consume. You own it and its connection. */
+  queue: Queue;
+  /** The store the workers use; the dispatcher reads records to answer replays without a job. */
+  store: OnceStore;
+  tools: readonly AnyTool[];
+  /** Default namespace of keys. Default "default". */
+  namespace?: string;
+  /** How long to wait for one enqueue before enqueueing again with the same key. Default 30 s. */
+  timeoutMs?: number;
+  /** Re-enqueues after a timeout. Default 2. */
+  retries?: number;
+  /** Pause before each re-enqueue. Default 0. */
+  retryBackoffMs?: number;
+  /** BullMQ options for every job (attempts, backoff, removeOnComplete…); `jobId` is once's. */
+  jobOptions?: Omit<JobsOptions, "jobId" | "attempts" | "backoff"> & { attempts?: number; backoff?: BackoffSetting };
+  /** The workers' settings, for the retry-window check. BullMQ's defaults if omitted. */
+  worker?: { leaseMs?: number; lockDurationMs?: number; stalledIntervalMs?: number };
+  /** How long a crashed orchestrator may take to resume with the same step ids. Default 0. */
+  resumeGapMs?: number;
+}
+
+export interface CallOptions {
+  taskId?: string;
+  stepId?: string;
+  namespace?: string;
+  timeoutMs?: number;
+  retries?: number;
+}
+
+/** Effect calls must name the step: the key is derived from it. */
+export interface EffectCallOptions extends CallOptions {
+  taskId: string;
+  stepId: string;
+}
+
+export type CallOptionsFor<T extends AnyTool> = T["kind"] extends "effect" ? EffectCallOptions : CallOptions;
+
+export interface CallResult<Out> {
+  result: Out;
+  /** True when this call ran nothing: the result was stored by an earlier attempt. */
+  replayed: boolean;
+  /** The idempotency key (effect tools). */
+  key?: string;
+  jobId?: string;
+  /** How many times this call enqueued its job. 0 when the store answered first. */
+  enqueues: number;
+}
+
+interface Closable {
+  quit(): Promise<unknown>;
+}
+
+type Settled = { kind: "completed"; value: CallOutcome } | { kind: "failed"; reason: string };
+
+/**
+ * The orchestrator's side: derives the key, validates input, enqueues with the key as job id, waits,
+ * re-enqueues with the same key on timeout. Two callers of one key share one result; none re-fires.
+ */
+export class Dispatcher {
+  readonly retryWindow: RetryWindow;
+  readonly #queue: Queue;
+  readonly #store: OnceStore;
+  readonly #registry: ToolRegistry;
+  readonly #events: QueueEvents;
+  readonly #ownedConnection: Closable | undefined;
+  readonly #defaults: Required<Pick<DispatcherOptions, "namespace" | "timeoutMs" | "retries" | "retryBackoffMs">>;
+  readonly #jobOptions: JobsOptions;
+  readonly #waiters = new Map<string, Set<(settled: Settled) => void>>();
+  readonly #inFlight = new Map<string, { fingerprint: string; result: Promise<CallResult<unknown>> }>();
+
+  private constructor(options: DispatcherOptions, events: QueueEvents, owned: Closable | undefined) {
+    this.#queue = options.queue;
+    this.#store = options.store;
+    this.#registry = new ToolRegistry(options.tools);
+    this.#events = events;
+    this.#ownedConnection = owned;
+    this.#defaults = {
+      namespace: validateKeyPart("namespace", options.namespace ?? DEFAULT_NAMESPACE),
+      timeoutMs: options.timeoutMs ?? 30_000,
+      retries: options.retries ?? 2,
+      retryBackoffMs: options.retryBackoffMs ?? 0,
+    };
+    this.#jobOptions = options.jobOptions ?? {};
+    this.retryWindow = assertRetryWindow({
+      retentionMs: options.store.retentionMs,
+      attempts: options.jobOptions?.attempts,
+      backoff: options.jobOptions?.backoff,
+      leaseMs: options.worker?.leaseMs ?? DEFAULT_LEASE_MS,
+      lockDurationMs: options.worker?.lockDurationMs,
+      stalledIntervalMs: options.worker?.stalledIntervalMs,
+      dispatcher: {
+        retries: this.#defaults.retries,
+        timeoutMs: this.#defaults.timeoutMs,
+        backoffMs: this.#defaults.retryBackoffMs,
+      },
+      resumeGapMs: options.resumeGapMs,
+    });
+    events.on("completed", ({ jobId, returnvalue }) =>
+      this.#notify(jobId, { kind: "completed", value: returnvalue as CallOutcome }),
+    );
+    events.on("failed", ({ jobId, failedReason }) => this.#notify(jobId, { kind: "failed", reason: failedReason }));
+  }
+
+  /** Checks the retry window, then listens to the queue's events on a connection of its own. */
+  static async create(options: DispatcherOptions): Promise<Dispatcher> {
+    const connection = options.queue.opts.connection as { duplicate?: () => Closable };
+    // QueueEvents blocks its connection: it needs one of its own.
+    const owned = typeof connection.duplicate === "function" ? connection.duplicate() : undefined;
+    const events = new QueueEvents(options.queue.name, {
+      connection: (owned ?? connection) as never,
+      prefix: options.queue.opts.prefix,
+    });
+    let dispatcher: Dispatcher;
+    try {
+      dispatcher = new Dispatcher(options, events, owned);
+      await events.waitUntilReady();
+    } catch (error) {
+      await events.close();
+      await owned?.quit();
+      throw error;
+    }
+    return dispatcher;
+  }
+
+  /** Calls a tool through the queue; for effect tools the step's key makes every retry the same call. */
+  async call<T extends AnyTool>(
+    tool: T,
+    input: InputOf<T>,
+    options: CallOptionsFor<T> = {} as CallOptionsFor<T>,
+  ): Promise<CallResult<OutputOf<T>>> {
+    this.#registry.resolve(tool);
+    const namespace = options.namespace ?? this.#defaults.namespace;
+    if (tool.kind === "effect") {
+      const missing = (["taskId", "stepId"] as const).filter((part) => options[part] === undefined);
+      if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
+    }
+    parseInput(tool, input);
+    const data: CallData = {
+      v: CALL_VERSION,
+      tool: tool.name,
+      namespace,
+      input,
+      ...(options.taskId === undefined ? {} : { taskId: options.taskId }),
+      ...(options.stepId === undefined ? {} : { stepId: options.stepId }),
+    };
+    if (tool.kind !== "effect") return this.#callDirect(tool, data, options) as Promise<CallResult<OutputOf<T>>>;
+
+    const key = deriveKey({ namespace, taskId: options.taskId ?? "", stepId: options.stepId ?? "" });
+    const print = fingerprint(tool.name, input);
+    const running = this.#inFlight.get(key);
+    if (running) {
+      if (running.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, tool.name);
+      return running.result as Promise<CallResult<OutputOf<T>>>;
+    }
+    const result = this.#callEffect(tool, data, key, print, options).finally(() => this.#inFlight.delete(key));
+    this.#inFlight.set(key, { fingerprint: print, result });
+    return result as Promise<CallResult<OutputOf<T>>>;
+  }
+
+  /** Stops listening. The queue is yours to close. */
+  async close(): Promise<void> {
+    await this.#events.close();
+    await this.#ownedConnection?.quit();
+  }
+
+  async #callEffect(
+    tool: AnyTool,
+    data: CallData,
+    key: string,
+    print: string,
+    options: CallOptions,
+  ): Promise<CallResult<unknown>> {
+    const jobId = jobIdForKey(key);
+    const watch = this.#watch(jobId);
+    try {
+      // Listening starts before the look-up, so a completion between the two is not missed.
+      const stored = this.#fromRecord(await this.#store.get(key), tool, key, print, 0);
+      if (stored) return stored;
+      const { timeoutMs, retries, retryBackoffMs } = { ...this.#defaults, ...definedOnly(options) };
+      for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
+        if (enqueues > 1 && retryBackoffMs > 0) await sleep(retryBackoffMs);
+        // While the job exists this is a no-op; if it was removed, a fresh job. The worker dedups either way.
+        await this.#queue.add(tool.name, data, { ...this.#jobOptions, jobId });
+        const settled = await watch.next(timeoutMs);
+        if (settled?.kind === "completed") {
+          const { result, outcome } = settled.value;
+          return { result, replayed: outcome === "replay", key, jobId, enqueues };
+        }
+        if (settled?.kind === "failed") throw await this.#failure(tool, key, print, jobId, settled.reason);
+        // Timed out. The job may have finished unseen (removed on completion): the record knows.
+        const late = this.#fromRecord(await this.#store.get(key), tool, key, print, enqueues);
+        if (late) return late;
+      }
+      throw new DispatchTimeoutError(key, tool.name, retries + 1, timeoutMs);
+    } finally {
+      watch.stop();
+    }
+  }
+
+  /** `read` and `write` tools: a plain job; a timeout enqueues a fresh one (they are safe to repeat). */
+  async #callDirect(tool: AnyTool, data: CallData, options: CallOptions): Promise<CallResult<unknown>> {
+    const { timeoutMs, retries } = { ...this.#defaults, ...definedOnly(options) };
+    for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
+      const job = await this.#queue.add(tool.name, data, this.#jobOptions);
+      const jobId = String(job.id);
+      const watch = this.#watch(jobId);
+      try {
+        const state = await job.getState();
+        if (state === "completed" || state === "failed") {
+          const fresh = await this.#queue.getJob(jobId);
+          if (state === "completed") return { result: fresh?.returnvalue?.result, replayed: false, jobId, enqueues };
+          throw new JobFailedError(tool.name, jobId, fresh?.failedReason ?? "failed");
+        }
+        const settled = await watch.next(timeoutMs);
+        if (settled?.kind === "completed") return { result: settled.value.result, replayed: false, jobId, enqueues };
+        if (settled?.kind === "failed") throw new JobFailedError(tool.name, jobId, settled.reason);
+      } finally {
+        watch.stop();
+      }
+    }
+    throw new DispatchTimeoutError("(none)", tool.name, retries + 1, timeoutMs);
+  }
+
+  /** What the record says, if it settles the call: a replay, or a failure to raise. */
+  #fromRecord(
+    record: OnceRecord | undefined,
+    tool: AnyTool,
+    key: string,
+    print: string,
+    enqueues: number,
+  ): CallResult<unknown> | undefined {
+    if (!record) return undefined;
+    if (record.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, record.tool);
+    if (record.state === "done") {
+      return { result: JSON.parse(record.result ?? "null"), replayed: true, key, jobId: jobIdForKey(key), enqueues };
+    }
+    if (record.state === "failed") {
+      throw new ReplayedFailureError(key, record.error ?? { name: "Error", message: "failed" });
+    }
+    return undefined;
+  }
+
+  /** Turns a failed job into once's named error, reading the record for what the worker left. */
+  async #failure(tool: AnyTool, key: string, print: string, jobId: string, reason: string): Promise<Error> {
+    const record = await this.#store.get(key);
+    if (record && record.fingerprint !== print) return new IdempotencyConflictError(key, tool.name, record.tool);
+    if (record?.state === "failed") return new ReplayedFailureError(key, record.error ?? { name: "Error", message: reason });
+    if (record?.state === "unknown") return new OutcomeUnknownError(key, tool.name, reason);
+    return new JobFailedError(tool.name, jobId, reason);
+  }
+
+  #watch(jobId: string): { next(timeoutMs: number): Promise<Settled | undefined>; stop(): void } {
+    const queue: Settled[] = [];
+    let wake: (() => void) | undefined;
+    const listener = (settled: Settled) => {
+      queue.push(settled);
+      wake?.();
+    };
+    let listeners = this.#waiters.get(jobId);
+    if (!listeners) this.#waiters.set(jobId, (listeners = new Set()));
+    listeners.add(listener);
+    return {
+      next: async (timeoutMs) => {
+        if (queue.length === 0) {
+          let timer: NodeJS.Timeout | undefined;
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            timer = setTimeout(resolve, timeoutMs);
+          });
+          clearTimeout(timer);
+          wake = undefined;
+        }
+        return queue.shift();
+      },
+      stop: () => {
+        listeners.delete(listener);
+        if (listeners.size === 0) this.#waiters.delete(jobId);
+      },
+    };
+  }
+
+  #notify(jobId: string, settled: Settled): void {
+    for (const listener of this.#waiters.get(jobId) ?? []) listener(settled);
+  }
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
