@@ -1,10 +1,10 @@
 import {
   type AnyTool,
-  type ClaimOutcome,
   type CallContext,
+  type ClaimOutcome,
   classifyWith,
-  type EffectContext,
   deriveKey,
+  type EffectContext,
   fingerprint,
   IdempotencyConflictError,
   InFlightError,
@@ -13,22 +13,48 @@ import {
   LeaseLostError,
   MissingStepIdentityError,
   type OnceStore,
-  type Ownership,
   OutcomeUnknownError,
+  type Ownership,
   parseInput,
   parseOutput,
   ReplayedFailureError,
   ResultNotSerializableError,
   ResultTooLargeError,
-  toStoredError,
   TransitionRefusedError,
+  toStoredError,
   type WriteOutcome,
 } from "@once/core";
+import { type Span, SpanKind } from "@opentelemetry/api";
 import { DelayedError, type Job } from "bullmq";
+import {
+  ATTR_ONCE_ATTEMPT,
+  ATTR_ONCE_FENCE,
+  ATTR_ONCE_KEY,
+  ATTR_ONCE_KIND,
+  ATTR_ONCE_NAMESPACE,
+  ATTR_ONCE_RETRY_AFTER_MS,
+  ATTR_ONCE_STEP_ID,
+  ATTR_ONCE_TASK_ID,
+  ATTR_ONCE_TOOL,
+  EVENT_CONFLICT,
+  EVENT_DEDUP_HIT,
+  EVENT_IN_FLIGHT,
+  EVENT_LEASE_LOST,
+  EVENT_RECONCILE,
+  EVENT_TAKEOVER,
+} from "./attributes.js";
 import { unrecoverable } from "./errors.js";
 import { type CallData, type CallOutcome, parseCallData } from "./job-data.js";
 import { Lease } from "./lease.js";
 import { ToolRegistry } from "./registry.js";
+import {
+  consumerAttributes,
+  contextFromCarrier,
+  parseTraceparent,
+  Telemetry,
+  type TelemetryOptions,
+  traceparentOf,
+} from "./telemetry.js";
 
 export interface CallProcessorOptions {
   store: OnceStore;
@@ -37,6 +63,7 @@ export interface CallProcessorOptions {
   leaseMs?: number;
   /** Largest result stored, in bytes of JSON. Default 1 MiB. */
   maxResultBytes?: number;
+  telemetry?: TelemetryOptions;
 }
 
 export const DEFAULT_LEASE_MS = 30_000;
@@ -52,18 +79,60 @@ export type CallProcessor = (job: Job, token?: string) => Promise<CallOutcome>;
  */
 export function createCallProcessor(options: CallProcessorOptions): CallProcessor {
   const registry = new ToolRegistry(options.tools);
-  const flow = new CallFlow(options.store, options.leaseMs ?? DEFAULT_LEASE_MS, options.maxResultBytes);
+  const telemetry = new Telemetry(options.telemetry);
+  const flow = new CallFlow(
+    options.store,
+    options.leaseMs ?? DEFAULT_LEASE_MS,
+    options.maxResultBytes,
+    telemetry,
+  );
   return async function processCall(job: Job, token?: string): Promise<CallOutcome> {
-    let call: CallData;
-    let tool: AnyTool;
-    try {
-      call = parseCallData(job.data);
-      tool = registry.get(call.tool);
-    } catch (error) {
-      throw unrecoverable(error as Error);
-    }
-    if (tool.kind !== "effect") return flow.direct(tool, call, job);
-    return flow.effect(tool, call, job, token);
+    const carrier = (job.data as { trace?: unknown } | undefined)?.trace;
+    return telemetry.span(
+      `process ${job.queueName}`,
+      {
+        kind: SpanKind.CONSUMER,
+        parent: contextFromCarrier(carrier),
+        attributes: {
+          ...consumerAttributes(job.queueName, job.id),
+          [ATTR_ONCE_ATTEMPT]: job.attemptsMade + 1,
+        },
+      },
+      async (span) => {
+        let call: CallData;
+        let tool: AnyTool;
+        try {
+          call = parseCallData(job.data);
+          tool = registry.get(call.tool);
+        } catch (error) {
+          throw unrecoverable(error as Error);
+        }
+        span.setAttributes({
+          [ATTR_ONCE_TOOL]: tool.name,
+          [ATTR_ONCE_KIND]: tool.kind,
+          [ATTR_ONCE_NAMESPACE]: call.namespace,
+          ...(call.taskId === undefined ? {} : { [ATTR_ONCE_TASK_ID]: call.taskId }),
+          ...(call.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: call.stepId }),
+        });
+        telemetry.payload(span, "input", call.input);
+        try {
+          const outcome =
+            tool.kind === "effect"
+              ? await flow.effect(tool, call, job, token, span)
+              : await flow.direct(tool, call, job);
+          telemetry.payload(span, "result", outcome.result);
+          return outcome;
+        } catch (error) {
+          if (error instanceof LeaseLostError) {
+            span.addEvent(EVENT_LEASE_LOST, { [ATTR_ONCE_KEY]: error.key });
+            telemetry.outcome(span, tool.name, "lease_lost");
+          }
+          throw error;
+        }
+      },
+      // An in-flight wait (the job moved to delayed by throwing) and a replayed failure are not failures.
+      (error) => error instanceof DelayedError || (error as Error).cause instanceof ReplayedFailureError,
+    );
   };
 }
 
@@ -73,17 +142,20 @@ interface Attempt {
   call: CallData;
   key: string;
   job: Job;
+  span: Span;
 }
 
 class CallFlow {
   readonly #store: OnceStore;
   readonly #leaseMs: number;
   readonly #maxResultBytes: number;
+  readonly #telemetry: Telemetry;
 
-  constructor(store: OnceStore, leaseMs: number, maxResultBytes = DEFAULT_MAX_RESULT_BYTES) {
+  constructor(store: OnceStore, leaseMs: number, maxResultBytes: number | undefined, telemetry: Telemetry) {
     this.#store = store;
     this.#leaseMs = leaseMs;
-    this.#maxResultBytes = maxResultBytes;
+    this.#maxResultBytes = maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+    this.#telemetry = telemetry;
   }
 
   /** `read` and `write` tools: validate, run, validate. No store. */
@@ -110,28 +182,75 @@ class CallFlow {
     }
   }
 
-  async effect(tool: AnyTool, call: CallData, job: Job, token: string | undefined): Promise<CallOutcome> {
-    const attempt = this.#check(tool, call, job);
+  async effect(
+    tool: AnyTool,
+    call: CallData,
+    job: Job,
+    token: string | undefined,
+    span: Span,
+  ): Promise<CallOutcome> {
+    const attempt = this.#check(tool, call, job, span);
+    span.setAttribute(ATTR_ONCE_KEY, attempt.key);
+    const started = performance.now();
     const claim = await this.#store.claim({
       key: attempt.key,
       fingerprint: fingerprint(tool.name, call.input),
       tool: tool.name,
       phase: tool.prepare ? "prepare" : "effect",
       leaseMs: this.#leaseFor(tool),
-      ...(call.trace?.traceparent === undefined ? {} : { trace: call.trace.traceparent }),
+      // The record keeps this attempt's span, so later replays can link to the attempt that executed.
+      trace: traceparentOf(span.spanContext()),
     });
+    this.#telemetry.claimDuration.record(performance.now() - started, { [ATTR_ONCE_TOOL]: tool.name });
+    this.#trace(attempt, claim);
     return this.#act(attempt, claim, token);
   }
 
+  /** The claim's outcome on the attempt's span: an attribute, an event, a link to the executing attempt. */
+  #trace(attempt: Attempt, claim: ClaimOutcome): void {
+    const { span, tool } = attempt;
+    this.#telemetry.outcome(span, tool.name, claim.outcome);
+    if ("fence" in claim) span.setAttribute(ATTR_ONCE_FENCE, claim.fence);
+    switch (claim.outcome) {
+      case "replay":
+      case "replay_error": {
+        span.addEvent(EVENT_DEDUP_HIT, {
+          "once.stored_state": claim.outcome === "replay" ? "done" : "failed",
+        });
+        const executed = parseTraceparent(claim.trace);
+        if (executed) span.addLink({ context: executed, attributes: { "once.link": "executed" } });
+        return;
+      }
+      case "in_flight":
+        span.addEvent(EVENT_IN_FLIGHT, { [ATTR_ONCE_RETRY_AFTER_MS]: claim.retryAfterMs });
+        return;
+      case "conflict":
+        span.addEvent(EVENT_CONFLICT, { "once.stored_tool": claim.tool });
+        return;
+      case "takeover":
+        span.addEvent(EVENT_TAKEOVER, { [ATTR_ONCE_FENCE]: claim.fence });
+        return;
+      case "reconcile":
+        span.addEvent(EVENT_RECONCILE, { [ATTR_ONCE_FENCE]: claim.fence, "once.from": claim.from });
+        return;
+      case "acquired":
+        return;
+    }
+  }
+
   /** Step 1: the job must name its own key; nothing is touched if it does not. */
-  #check(tool: AnyTool, call: CallData, job: Job): Attempt {
+  #check(tool: AnyTool, call: CallData, job: Job, span: Span): Attempt {
     try {
       const missing = (["taskId", "stepId"] as const).filter((part) => call[part] === undefined);
       if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
-      const key = deriveKey({ namespace: call.namespace, taskId: call.taskId ?? "", stepId: call.stepId ?? "" });
+      const key = deriveKey({
+        namespace: call.namespace,
+        taskId: call.taskId ?? "",
+        stepId: call.stepId ?? "",
+      });
       const expected = jobIdForKey(key);
       if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
-      return { tool, call, key, job };
+      return { tool, call, key, job, span };
     } catch (error) {
       throw unrecoverable(error as Error);
     }
@@ -178,14 +297,20 @@ class CallFlow {
           prepared = await tool.prepare(input, ctx);
         } catch (error) {
           // Nothing touched the outside world yet: hand the key back and let BullMQ retry.
-          await this.#settle(key, owner, this.#store.release(key, owner.token, { notApplied: inEffectPhase }));
+          await this.#settle(
+            key,
+            owner,
+            this.#store.release(key, owner.token, { notApplied: inEffectPhase }),
+          );
           throw error;
         }
         if (!inEffectPhase) await this.#settle(key, owner, this.#store.beginEffect(key, owner.token));
       }
       let output: unknown;
       try {
-        output = await tool.run(input, ctx, prepared);
+        output = await this.#telemetry.span(`effect ${tool.name}`, {}, () =>
+          Promise.resolve(tool.run(input, ctx, prepared)),
+        );
       } catch (error) {
         throw await this.#runFailed(attempt, owner, lease, error);
       }
@@ -229,7 +354,13 @@ class CallFlow {
     let verdict: Awaited<ReturnType<NonNullable<AnyTool["reconcile"]>>>;
     try {
       const input = parseInput(tool, attempt.call.input);
-      verdict = await tool.reconcile(input, this.#context(attempt, owner, lease.signal));
+      const reconcile = tool.reconcile;
+      const ctx = this.#context(attempt, owner, lease.signal);
+      verdict = await this.#telemetry.span(`reconcile ${tool.name}`, {}, async (span) => {
+        const answer = await reconcile(input, ctx);
+        span.setAttribute("once.applied", answer.applied);
+        return answer;
+      });
     } catch (error) {
       lease.stop();
       await this.#settle(key, owner, this.#store.giveUp(key, owner.token, toStoredError(error)));

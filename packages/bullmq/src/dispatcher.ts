@@ -12,18 +12,34 @@ import {
   MissingStepIdentityError,
   type OnceRecord,
   type OnceStore,
-  type OutputOf,
   OutcomeUnknownError,
+  type OutputOf,
   parseInput,
   ReplayedFailureError,
   type RetryWindow,
   validateKeyPart,
 } from "@once/core";
+import { type Span, SpanKind } from "@opentelemetry/api";
 import { type JobsOptions, type Queue, QueueEvents } from "bullmq";
+import {
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_ONCE_ENQUEUES,
+  ATTR_ONCE_KEY,
+  ATTR_ONCE_KIND,
+  ATTR_ONCE_NAMESPACE,
+  ATTR_ONCE_REPLAYED,
+  ATTR_ONCE_STEP_ID,
+  ATTR_ONCE_TASK_ID,
+  ATTR_ONCE_TOOL,
+  EVENT_DEDUP_HIT,
+  EVENT_IN_FLIGHT,
+  EVENT_TIMEOUT,
+} from "./attributes.js";
 import { DEFAULT_LEASE_MS } from "./call-processor.js";
 import { JobFailedError } from "./errors.js";
 import { CALL_VERSION, type CallData, type CallOutcome } from "./job-data.js";
 import { ToolRegistry } from "./registry.js";
+import { currentTraceCarrier, producerAttributes, Telemetry, type TelemetryOptions } from "./telemetry.js";
 
 export interface DispatcherOptions {
   /** The queue workers consume. You own it and its connection. */
@@ -40,11 +56,15 @@ export interface DispatcherOptions {
   /** Pause before each re-enqueue. Default 0. */
   retryBackoffMs?: number;
   /** BullMQ options for every job (attempts, backoff, removeOnComplete…); `jobId` is once's. */
-  jobOptions?: Omit<JobsOptions, "jobId" | "attempts" | "backoff"> & { attempts?: number; backoff?: BackoffSetting };
+  jobOptions?: Omit<JobsOptions, "jobId" | "attempts" | "backoff"> & {
+    attempts?: number;
+    backoff?: BackoffSetting;
+  };
   /** The workers' settings, for the retry-window check. BullMQ's defaults if omitted. */
   worker?: { leaseMs?: number; lockDurationMs?: number; stalledIntervalMs?: number };
   /** How long a crashed orchestrator may take to resume with the same step ids. Default 0. */
   resumeGapMs?: number;
+  telemetry?: TelemetryOptions;
 }
 
 export interface CallOptions {
@@ -89,9 +109,12 @@ export class Dispatcher {
   readonly #queue: Queue;
   readonly #store: OnceStore;
   readonly #registry: ToolRegistry;
+  readonly #telemetry: Telemetry;
   readonly #events: QueueEvents;
   readonly #ownedConnection: Closable | undefined;
-  readonly #defaults: Required<Pick<DispatcherOptions, "namespace" | "timeoutMs" | "retries" | "retryBackoffMs">>;
+  readonly #defaults: Required<
+    Pick<DispatcherOptions, "namespace" | "timeoutMs" | "retries" | "retryBackoffMs">
+  >;
   readonly #jobOptions: JobsOptions;
   readonly #waiters = new Map<string, Set<(settled: Settled) => void>>();
   readonly #inFlight = new Map<string, { fingerprint: string; result: Promise<CallResult<unknown>> }>();
@@ -100,6 +123,7 @@ export class Dispatcher {
     this.#queue = options.queue;
     this.#store = options.store;
     this.#registry = new ToolRegistry(options.tools);
+    this.#telemetry = new Telemetry(options.telemetry);
     this.#events = events;
     this.#ownedConnection = owned;
     this.#defaults = {
@@ -126,7 +150,9 @@ export class Dispatcher {
     events.on("completed", ({ jobId, returnvalue }) =>
       this.#notify(jobId, { kind: "completed", value: returnvalue as CallOutcome }),
     );
-    events.on("failed", ({ jobId, failedReason }) => this.#notify(jobId, { kind: "failed", reason: failedReason }));
+    events.on("failed", ({ jobId, failedReason }) =>
+      this.#notify(jobId, { kind: "failed", reason: failedReason }),
+    );
   }
 
   /** Checks the retry window, then listens to the queue's events on a connection of its own. */
@@ -156,33 +182,39 @@ export class Dispatcher {
     input: InputOf<T>,
     options: CallOptionsFor<T> = {} as CallOptionsFor<T>,
   ): Promise<CallResult<OutputOf<T>>> {
-    this.#registry.resolve(tool);
     const namespace = options.namespace ?? this.#defaults.namespace;
-    if (tool.kind === "effect") {
-      const missing = (["taskId", "stepId"] as const).filter((part) => options[part] === undefined);
-      if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
-    }
-    parseInput(tool, input);
-    const data: CallData = {
-      v: CALL_VERSION,
-      tool: tool.name,
-      namespace,
-      input,
-      ...(options.taskId === undefined ? {} : { taskId: options.taskId }),
-      ...(options.stepId === undefined ? {} : { stepId: options.stepId }),
+    const attributes = {
+      [ATTR_ONCE_TOOL]: tool.name,
+      [ATTR_ONCE_KIND]: tool.kind,
+      [ATTR_ONCE_NAMESPACE]: namespace,
+      ...(options.taskId === undefined ? {} : { [ATTR_ONCE_TASK_ID]: options.taskId }),
+      ...(options.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: options.stepId }),
     };
-    if (tool.kind !== "effect") return this.#callDirect(tool, data, options) as Promise<CallResult<OutputOf<T>>>;
-
-    const key = deriveKey({ namespace, taskId: options.taskId ?? "", stepId: options.stepId ?? "" });
-    const print = fingerprint(tool.name, input);
-    const running = this.#inFlight.get(key);
-    if (running) {
-      if (running.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, tool.name);
-      return running.result as Promise<CallResult<OutputOf<T>>>;
-    }
-    const result = this.#callEffect(tool, data, key, print, options).finally(() => this.#inFlight.delete(key));
-    this.#inFlight.set(key, { fingerprint: print, result });
-    return result as Promise<CallResult<OutputOf<T>>>;
+    const result = await this.#telemetry.span(`call ${tool.name}`, { attributes }, async (span) => {
+      this.#registry.resolve(tool);
+      if (tool.kind === "effect") {
+        const missing = (["taskId", "stepId"] as const).filter((part) => options[part] === undefined);
+        if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
+      }
+      parseInput(tool, input);
+      this.#telemetry.payload(span, "input", input);
+      const data: CallData = {
+        v: CALL_VERSION,
+        tool: tool.name,
+        namespace,
+        input,
+        ...(options.taskId === undefined ? {} : { taskId: options.taskId }),
+        ...(options.stepId === undefined ? {} : { stepId: options.stepId }),
+      };
+      const answer =
+        tool.kind === "effect"
+          ? await this.#callOnce(tool, data, options, span)
+          : await this.#callDirect(tool, data, options, span);
+      span.setAttributes({ [ATTR_ONCE_REPLAYED]: answer.replayed, [ATTR_ONCE_ENQUEUES]: answer.enqueues });
+      this.#telemetry.payload(span, "result", answer.result);
+      return answer;
+    });
+    return result as CallResult<OutputOf<T>>;
   }
 
   /** Stops listening. The queue is yours to close. */
@@ -191,31 +223,61 @@ export class Dispatcher {
     await this.#ownedConnection?.quit();
   }
 
+  /** One call per key in this process: a second caller of a running key joins it. */
+  #callOnce(tool: AnyTool, data: CallData, options: CallOptions, span: Span): Promise<CallResult<unknown>> {
+    const key = deriveKey({
+      namespace: data.namespace,
+      taskId: data.taskId ?? "",
+      stepId: data.stepId ?? "",
+    });
+    span.setAttribute(ATTR_ONCE_KEY, key);
+    const print = fingerprint(tool.name, data.input);
+    const running = this.#inFlight.get(key);
+    if (running) {
+      if (running.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, tool.name);
+      span.addEvent(EVENT_IN_FLIGHT, { "once.joined": true });
+      return running.result;
+    }
+    const result = this.#callEffect(tool, data, key, print, options, span).finally(() =>
+      this.#inFlight.delete(key),
+    );
+    this.#inFlight.set(key, { fingerprint: print, result });
+    return result;
+  }
+
   async #callEffect(
     tool: AnyTool,
     data: CallData,
     key: string,
     print: string,
     options: CallOptions,
+    span: Span,
   ): Promise<CallResult<unknown>> {
     const jobId = jobIdForKey(key);
     const watch = this.#watch(jobId);
     try {
       // Listening starts before the look-up, so a completion between the two is not missed.
       const stored = this.#fromRecord(await this.#store.get(key), tool, key, print, 0);
-      if (stored) return stored;
+      if (stored) {
+        span.addEvent(EVENT_DEDUP_HIT, { "once.stored_state": "done" });
+        return stored;
+      }
       const { timeoutMs, retries, retryBackoffMs } = { ...this.#defaults, ...definedOnly(options) };
       for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
-        if (enqueues > 1 && retryBackoffMs > 0) await sleep(retryBackoffMs);
+        if (enqueues > 1) {
+          this.#telemetry.reenqueues.add(1, { [ATTR_ONCE_TOOL]: tool.name });
+          if (retryBackoffMs > 0) await sleep(retryBackoffMs);
+        }
         // While the job exists this is a no-op; if it was removed, a fresh job. The worker dedups either way.
-        await this.#queue.add(tool.name, data, { ...this.#jobOptions, jobId });
+        await this.#enqueue(tool, data, jobId);
         const settled = await watch.next(timeoutMs);
         if (settled?.kind === "completed") {
           const { result, outcome } = settled.value;
           return { result, replayed: outcome === "replay", key, jobId, enqueues };
         }
         if (settled?.kind === "failed") throw await this.#failure(tool, key, print, jobId, settled.reason);
-        // Timed out. The job may have finished unseen (removed on completion): the record knows.
+        this.#timedOut(span, tool, enqueues, timeoutMs);
+        // The job may have finished unseen (removed on completion): the record knows.
         const late = this.#fromRecord(await this.#store.get(key), tool, key, print, enqueues);
         if (late) return late;
       }
@@ -226,27 +288,52 @@ export class Dispatcher {
   }
 
   /** `read` and `write` tools: a plain job; a timeout enqueues a fresh one (they are safe to repeat). */
-  async #callDirect(tool: AnyTool, data: CallData, options: CallOptions): Promise<CallResult<unknown>> {
+  async #callDirect(
+    tool: AnyTool,
+    data: CallData,
+    options: CallOptions,
+    span: Span,
+  ): Promise<CallResult<unknown>> {
     const { timeoutMs, retries } = { ...this.#defaults, ...definedOnly(options) };
     for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
-      const job = await this.#queue.add(tool.name, data, this.#jobOptions);
+      const job = await this.#enqueue(tool, data, undefined);
       const jobId = String(job.id);
       const watch = this.#watch(jobId);
       try {
         const state = await job.getState();
         if (state === "completed" || state === "failed") {
           const fresh = await this.#queue.getJob(jobId);
-          if (state === "completed") return { result: fresh?.returnvalue?.result, replayed: false, jobId, enqueues };
+          if (state === "completed")
+            return { result: fresh?.returnvalue?.result, replayed: false, jobId, enqueues };
           throw new JobFailedError(tool.name, jobId, fresh?.failedReason ?? "failed");
         }
         const settled = await watch.next(timeoutMs);
-        if (settled?.kind === "completed") return { result: settled.value.result, replayed: false, jobId, enqueues };
+        if (settled?.kind === "completed")
+          return { result: settled.value.result, replayed: false, jobId, enqueues };
         if (settled?.kind === "failed") throw new JobFailedError(tool.name, jobId, settled.reason);
+        this.#timedOut(span, tool, enqueues, timeoutMs);
       } finally {
         watch.stop();
       }
     }
     throw new DispatchTimeoutError("(none)", tool.name, retries + 1, timeoutMs);
+  }
+
+  /** One enqueue, as a producer span whose context travels in the job data. */
+  #enqueue(tool: AnyTool, data: CallData, jobId: string | undefined) {
+    const attributes = {
+      ...producerAttributes(this.#queue.name),
+      ...(jobId ? { [ATTR_MESSAGING_MESSAGE_ID]: jobId } : {}),
+    };
+    return this.#telemetry.span(`send ${this.#queue.name}`, { kind: SpanKind.PRODUCER, attributes }, () => {
+      const trace = currentTraceCarrier();
+      return this.#queue.add(tool.name, trace ? { ...data, trace } : data, { ...this.#jobOptions, jobId });
+    });
+  }
+
+  #timedOut(span: Span, tool: AnyTool, enqueues: number, timeoutMs: number): void {
+    span.addEvent(EVENT_TIMEOUT, { [ATTR_ONCE_ENQUEUES]: enqueues, "once.timeout_ms": timeoutMs });
+    this.#telemetry.timeouts.add(1, { [ATTR_ONCE_TOOL]: tool.name });
   }
 
   /** What the record says, if it settles the call: a replay, or a failure to raise. */
@@ -260,7 +347,13 @@ export class Dispatcher {
     if (!record) return undefined;
     if (record.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, record.tool);
     if (record.state === "done") {
-      return { result: JSON.parse(record.result ?? "null"), replayed: true, key, jobId: jobIdForKey(key), enqueues };
+      return {
+        result: JSON.parse(record.result ?? "null"),
+        replayed: true,
+        key,
+        jobId: jobIdForKey(key),
+        enqueues,
+      };
     }
     if (record.state === "failed") {
       throw new ReplayedFailureError(key, record.error ?? { name: "Error", message: "failed" });
@@ -271,8 +364,10 @@ export class Dispatcher {
   /** Turns a failed job into once's named error, reading the record for what the worker left. */
   async #failure(tool: AnyTool, key: string, print: string, jobId: string, reason: string): Promise<Error> {
     const record = await this.#store.get(key);
-    if (record && record.fingerprint !== print) return new IdempotencyConflictError(key, tool.name, record.tool);
-    if (record?.state === "failed") return new ReplayedFailureError(key, record.error ?? { name: "Error", message: reason });
+    if (record && record.fingerprint !== print)
+      return new IdempotencyConflictError(key, tool.name, record.tool);
+    if (record?.state === "failed")
+      return new ReplayedFailureError(key, record.error ?? { name: "Error", message: reason });
     if (record?.state === "unknown") return new OutcomeUnknownError(key, tool.name, reason);
     return new JobFailedError(tool.name, jobId, reason);
   }
@@ -284,8 +379,8 @@ export class Dispatcher {
       queue.push(settled);
       wake?.();
     };
-    let listeners = this.#waiters.get(jobId);
-    if (!listeners) this.#waiters.set(jobId, (listeners = new Set()));
+    const listeners = this.#waiters.get(jobId) ?? new Set();
+    this.#waiters.set(jobId, listeners);
     listeners.add(listener);
     return {
       next: async (timeoutMs) => {

@@ -28,13 +28,20 @@ export interface CallOutcome {
 
 /** True when job data has the shape of a once call (so a wrapped processor routes it to once). */
 export function isCallData(data: unknown): boolean {
-  return typeof data === "object" && data !== null && (data as { v?: unknown }).v === CALL_VERSION && "tool" in data;
+  return (
+    typeof data === "object" &&
+    data !== null &&
+    (data as { v?: unknown }).v === CALL_VERSION &&
+    "tool" in data
+  );
 }
 
 /** Parses job data; throws {@link InvalidJobDataError} naming every problem. */
 export function parseCallData(data: unknown): CallData {
   const parsed = callSchema.safeParse(data);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
+  const issues = parsed.error.issues.map(
+    (i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`,
+  );
   throw new InvalidJobDataError(issues, { cause: parsed.error });
 }

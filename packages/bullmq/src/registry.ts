@@ -21,7 +21,8 @@ export class ToolRegistry {
   /** The registered tool with `tool`'s name, checked to be that same declaration. */
   resolve(tool: AnyTool): AnyTool {
     const registered = this.get(tool.name);
-    if (registered !== tool) throw new UnknownToolError(`${tool.name} (a different declaration of that name)`);
+    if (registered !== tool)
+      throw new UnknownToolError(`${tool.name} (a different declaration of that name)`);
     return registered;
   }
 

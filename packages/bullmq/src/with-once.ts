@@ -6,7 +6,10 @@ import { isCallData } from "./job-data.js";
  * Wraps a BullMQ processor you already have: jobs that are once calls (enqueued by a `Dispatcher`)
  * run through once; every other job goes to your processor untouched.
  */
-export function withOnce<T, R>(processor: Processor<T, R>, options: CallProcessorOptions): Processor<T, unknown> {
+export function withOnce<T, R>(
+  processor: Processor<T, R>,
+  options: CallProcessorOptions,
+): Processor<T, unknown> {
   const processCall = createCallProcessor(options);
   return async function processWithOnce(job: Job<T>, token?: string, signal?: AbortSignal) {
     if (isCallData(job.data)) return processCall(job as Job, token);

@@ -1,0 +1,31 @@
+/** Span and metric attribute names. `messaging.*` follow OpenTelemetry's semantic conventions. */
+export const ATTR_MESSAGING_SYSTEM = "messaging.system";
+export const ATTR_MESSAGING_OPERATION_TYPE = "messaging.operation.type";
+export const ATTR_MESSAGING_DESTINATION_NAME = "messaging.destination.name";
+export const ATTR_MESSAGING_MESSAGE_ID = "messaging.message.id";
+export const ATTR_ERROR_TYPE = "error.type";
+
+export const ATTR_ONCE_KEY = "once.key";
+export const ATTR_ONCE_TOOL = "once.tool";
+export const ATTR_ONCE_KIND = "once.kind";
+export const ATTR_ONCE_NAMESPACE = "once.namespace";
+export const ATTR_ONCE_TASK_ID = "once.task_id";
+export const ATTR_ONCE_STEP_ID = "once.step_id";
+export const ATTR_ONCE_OUTCOME = "once.outcome";
+export const ATTR_ONCE_FENCE = "once.fence";
+export const ATTR_ONCE_ATTEMPT = "once.attempt";
+export const ATTR_ONCE_RETRY_AFTER_MS = "once.retry_after_ms";
+export const ATTR_ONCE_REPLAYED = "once.replayed";
+export const ATTR_ONCE_ENQUEUES = "once.enqueues";
+/** Only with `recordPayloads: true`: tool inputs and results can hold personal data and secrets. */
+export const ATTR_ONCE_INPUT = "once.input";
+export const ATTR_ONCE_RESULT = "once.result";
+
+/** Span event names. */
+export const EVENT_DEDUP_HIT = "once.dedup_hit";
+export const EVENT_IN_FLIGHT = "once.in_flight";
+export const EVENT_CONFLICT = "once.conflict";
+export const EVENT_TAKEOVER = "once.takeover";
+export const EVENT_RECONCILE = "once.reconcile";
+export const EVENT_LEASE_LOST = "once.lease_lost";
+export const EVENT_TIMEOUT = "once.timeout";

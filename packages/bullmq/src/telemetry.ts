@@ -1,0 +1,202 @@
+import { OnceError } from "@once/core";
+import {
+  type Attributes,
+  type Context,
+  type Counter,
+  context,
+  type Histogram,
+  type Link,
+  metrics,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_MESSAGING_DESTINATION_NAME,
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_MESSAGING_OPERATION_TYPE,
+  ATTR_MESSAGING_SYSTEM,
+  ATTR_ONCE_INPUT,
+  ATTR_ONCE_OUTCOME,
+  ATTR_ONCE_RESULT,
+  ATTR_ONCE_TOOL,
+} from "./attributes.js";
+
+const INSTRUMENTATION = "@once/bullmq";
+const VERSION = "0.1.0";
+const PAYLOAD_LIMIT = 4096;
+
+export interface TelemetryOptions {
+  /**
+   * Put tool inputs, results and error messages into spans. Off by default: they can hold personal
+   * data and secrets. Error types and once's own codes are always recorded.
+   */
+  recordPayloads?: boolean;
+}
+
+/**
+ * The one home of once's spans and metrics. Uses `@opentelemetry/api` only: without an SDK every
+ * call is a no-op. Instruments are made when a dispatcher or worker is made, after the app's SDK starts.
+ */
+export class Telemetry {
+  readonly tracer: Tracer;
+  readonly recordPayloads: boolean;
+  readonly outcomes: Counter;
+  readonly claimDuration: Histogram;
+  readonly timeouts: Counter;
+  readonly reenqueues: Counter;
+
+  constructor(options: TelemetryOptions = {}) {
+    this.tracer = trace.getTracer(INSTRUMENTATION, VERSION);
+    this.recordPayloads = options.recordPayloads ?? false;
+    const meter = metrics.getMeter(INSTRUMENTATION, VERSION);
+    this.outcomes = meter.createCounter("once.outcomes", {
+      description: "Claim outcomes and call endings, by tool and outcome",
+    });
+    this.claimDuration = meter.createHistogram("once.claim.duration", {
+      description: "Time to claim a key in the store",
+      unit: "ms",
+    });
+    this.timeouts = meter.createCounter("once.dispatcher.timeouts", {
+      description: "Dispatcher waits that timed out, by tool",
+    });
+    this.reenqueues = meter.createCounter("once.dispatcher.reenqueues", {
+      description: "Enqueues repeated with the same key after a timeout, by tool",
+    });
+  }
+
+  /**
+   * Runs `fn` in a new active span; owns the span's status, exceptions and end. An error whose
+   * `expected(error)` is true (a delay, an in-flight wait) leaves the status unset.
+   */
+  async span<T>(
+    name: string,
+    options: { kind?: SpanKind; attributes?: Attributes; links?: Link[]; parent?: Context },
+    fn: (span: Span) => Promise<T>,
+    expected: (error: unknown) => boolean = () => false,
+  ): Promise<T> {
+    const parent = options.parent ?? context.active();
+    const span = this.tracer.startSpan(
+      name,
+      { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links },
+      parent,
+    );
+    try {
+      return await context.with(trace.setSpan(parent, span), () => fn(span));
+    } catch (error) {
+      if (!expected(error)) this.fail(span, error);
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** Marks a span failed: the error's type always, its message only when payloads are recorded. */
+  fail(span: Span, error: unknown): void {
+    const type = errorType(error);
+    span.setAttribute(ATTR_ERROR_TYPE, type);
+    const message = error instanceof Error ? error.message : String(error);
+    span.addEvent("exception", {
+      "exception.type": type,
+      ...(this.recordPayloads ? { "exception.message": message } : {}),
+    });
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      ...(this.recordPayloads ? { message } : { message: type }),
+    });
+  }
+
+  /** Records a claim outcome (or a call's ending) on the span and the outcomes counter. */
+  outcome(span: Span, tool: string, outcome: string): void {
+    span.setAttribute(ATTR_ONCE_OUTCOME, outcome);
+    this.outcomes.add(1, { [ATTR_ONCE_TOOL]: tool, [ATTR_ONCE_OUTCOME]: outcome });
+  }
+
+  /** Adds input or result JSON to a span, when the user opted in. */
+  payload(span: Span, which: "input" | "result", value: unknown): void {
+    if (!this.recordPayloads) return;
+    let text: string;
+    try {
+      text = JSON.stringify(value) ?? "undefined";
+    } catch {
+      text = "(not JSON)";
+    }
+    span.setAttribute(which === "input" ? ATTR_ONCE_INPUT : ATTR_ONCE_RESULT, text.slice(0, PAYLOAD_LIMIT));
+  }
+}
+
+/** Attributes of a BullMQ consumer span. */
+export function consumerAttributes(queue: string, jobId: string | undefined): Attributes {
+  return {
+    [ATTR_MESSAGING_SYSTEM]: "bullmq",
+    [ATTR_MESSAGING_OPERATION_TYPE]: "process",
+    [ATTR_MESSAGING_DESTINATION_NAME]: queue,
+    ...(jobId === undefined ? {} : { [ATTR_MESSAGING_MESSAGE_ID]: jobId }),
+  };
+}
+
+/** Attributes of a BullMQ producer span. */
+export function producerAttributes(queue: string): Attributes {
+  return {
+    [ATTR_MESSAGING_SYSTEM]: "bullmq",
+    [ATTR_MESSAGING_OPERATION_TYPE]: "send",
+    [ATTR_MESSAGING_DESTINATION_NAME]: queue,
+  };
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * The W3C trace context of the active span, for the job data. Written directly rather than through
+ * the global propagator, so it travels even when the app configured another propagation format.
+ */
+export function currentTraceCarrier(): Record<string, string> | undefined {
+  const span = trace.getSpan(context.active());
+  return span ? traceCarrier(span.spanContext()) : undefined;
+}
+
+export function traceCarrier(sc: SpanContext): Record<string, string> | undefined {
+  if (!trace.isSpanContextValid(sc)) return undefined;
+  const carrier: Record<string, string> = { traceparent: traceparentOf(sc) };
+  const state = sc.traceState?.serialize();
+  if (state) carrier.tracestate = state;
+  return carrier;
+}
+
+export function traceparentOf(sc: SpanContext): string {
+  return `00-${sc.traceId}-${sc.spanId}-${sc.traceFlags.toString(16).padStart(2, "0")}`;
+}
+
+/** The span context a traceparent names, or undefined for anything malformed. */
+export function parseTraceparent(value: unknown): SpanContext | undefined {
+  if (typeof value !== "string") return undefined;
+  const match = TRACEPARENT.exec(value);
+  if (!match) return undefined;
+  const sc: SpanContext = {
+    traceId: match[1] as string,
+    spanId: match[2] as string,
+    traceFlags: Number.parseInt(match[3] as string, 16),
+    isRemote: true,
+  };
+  return trace.isSpanContextValid(sc) ? sc : undefined;
+}
+
+/** The context to parent a consumer span on: the producer's, carried in the job data. */
+export function contextFromCarrier(carrier: unknown): Context {
+  const traceparent = (carrier as { traceparent?: unknown } | undefined)?.traceparent;
+  const sc = parseTraceparent(traceparent);
+  return sc ? trace.setSpanContext(ROOT_CONTEXT, sc) : ROOT_CONTEXT;
+}
+
+function errorType(error: unknown): string {
+  if (error instanceof OnceError) return error.name;
+  const cause = (error as { cause?: unknown })?.cause;
+  if (error instanceof Error && error.name === "UnrecoverableError" && cause instanceof OnceError)
+    return cause.name;
+  return error instanceof Error ? error.name : typeof error;
+}
