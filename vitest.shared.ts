@@ -1,7 +1,9 @@
 import { defineConfig } from "vitest/config";
 
 /** The vitest settings every workspace package shares: a JSON report for CI's summary, no silent skips. */
-export function packageTestConfig(options: { testTimeout?: number; globalSetup?: string[]; include?: string[] } = {}) {
+export function packageTestConfig(
+  options: { testTimeout?: number; globalSetup?: string[]; include?: string[] } = {},
+) {
   return defineConfig({
     test: {
       include: options.include ?? ["test/**/*.test.ts"],
