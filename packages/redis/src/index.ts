@@ -1,1 +1,9 @@
-export {};
+export {
+  type CheckRedisOptions,
+  checkRedis,
+  type RedisNodeReport,
+  type RedisReport,
+} from "./check-redis.js";
+export { RedisConfigError, RedisScriptError } from "./errors.js";
+export { RedisStore, type RedisStoreOptions } from "./redis-store.js";
+export { SCRIPT_VERSION } from "./script-names.js";
