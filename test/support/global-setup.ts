@@ -25,7 +25,14 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
-import { REGISTRY_ENV, rawCommand, redisUrl } from "./services.js";
+import {
+  pingRedis,
+  REGISTRY_ENV,
+  type RedisServerHandle,
+  rawCommand,
+  redisUrl,
+  startRedisServer,
+} from "./services.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const clusterScript = path.join(repoRoot, "scripts/redis-cluster.mjs");
@@ -202,12 +209,27 @@ async function reapOrphans(): Promise<void> {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  await assertRedisAnswers(redisUrl());
   await reapOrphans();
 
   const registry = makeOwnedTempDir(REGISTRY_PREFIX);
   const previousRegistry = process.env[REGISTRY_ENV];
   process.env[REGISTRY_ENV] = registry;
+
+  // With no REDIS_URL and nothing on the default port, `pnpm test` brings its own Redis (registered, so it
+  // is reaped like any other), and a machine with only a redis-server binary runs the suite. An explicit
+  // REDIS_URL that does not answer still fails the run.
+  let ownRedis: RedisServerHandle | undefined;
+  try {
+    if (process.env.REDIS_URL === undefined && !(await pingRedis("127.0.0.1", 6379))) {
+      ownRedis = await startRedisServer();
+      process.env.REDIS_URL = ownRedis.url;
+      say(`no Redis on 127.0.0.1:6379: started one at ${ownRedis.url}`);
+    }
+    await assertRedisAnswers(redisUrl());
+  } catch (error) {
+    reapRegisteredServers(registry);
+    throw error;
+  }
 
   // <tmp>/once-cluster-XXXX/{owner.json, cluster/}: the script wants an empty or missing dir of its own.
   let clusterHome: string | undefined;
@@ -236,6 +258,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
 
   return async () => {
+    if (ownRedis) {
+      await ownRedis.stop();
+      delete process.env.REDIS_URL;
+    }
     reapRegisteredServers(registry);
     if (previousRegistry === undefined) delete process.env[REGISTRY_ENV];
     else process.env[REGISTRY_ENV] = previousRegistry;
