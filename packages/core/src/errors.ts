@@ -185,10 +185,10 @@ export class InvalidJobDataError extends OnceError {
   }
 }
 
-/** The store could not be reached. once fails closed: the effect does not run. */
+/** The store could not be reached. once fails closed: a claim that fails this way runs nothing. */
 export class StoreUnavailableError extends OnceError {
   constructor(operation: string, options?: { cause?: unknown }) {
-    super("ONCE_STORE_UNAVAILABLE", `dedup store unavailable during ${operation}; nothing was run`, options);
+    super("ONCE_STORE_UNAVAILABLE", `dedup store unavailable during ${operation}`, options);
   }
 }
 

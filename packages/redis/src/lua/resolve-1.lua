@@ -1,0 +1,48 @@
+--[[
+  unknown -> done | released | failed, by an operator (code or CLI). Fence + 1, so any owner still
+  holding an old token loses; who, when and why are kept on the record.
+
+  Input:
+    KEYS[1] the record (hash)
+    ARGV[1] decision: "applied" | "not_applied" | "failed"
+    ARGV[2] result JSON (applied), error JSON (failed), "" (not_applied)
+    ARGV[3] by
+    ARGV[4] why
+    ARGV[5] the fence the operator saw, "" for any
+    ARGV[6] retention, ms
+
+  Output:
+    {10, fence}    ok
+    {12, reason}   refused: no record, not unknown, or the fence moved on; nothing changed
+]]
+local key = KEYS[1]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local r = redis.call('HMGET', key, 'state', 'fence')
+if not r[1] then return {12, 'no record'} end
+if r[1] ~= 'unknown' then return {12, 'state is ' .. r[1] .. ', not unknown'} end
+if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= tonumber(r[2]) then
+  return {12, 'fence is ' .. r[2] .. ', expected ' .. ARGV[5]}
+end
+
+local decision = ARGV[1]
+local state
+if decision == 'applied' then
+  state = 'done'
+elseif decision == 'failed' then
+  state = 'failed'
+elseif decision == 'not_applied' then
+  state = 'released'
+else
+  return redis.error_reply('ONCE_BAD_ARGUMENT unknown decision ' .. decision)
+end
+
+local fence = tonumber(r[2]) + 1
+redis.call('HDEL', key, 'owner', 'lease_until', 'result', 'error')
+redis.call('HSET', key, 'state', state, 'fence', fence, 'res_as', decision, 'res_by', ARGV[3],
+  'res_why', ARGV[4], 'res_at', now, 'updated_at', now)
+if state == 'done' then redis.call('HSET', key, 'result', ARGV[2]) end
+if state == 'failed' then redis.call('HSET', key, 'error', ARGV[2]) end
+redis.call('PEXPIRE', key, ARGV[6])
+return {10, fence}

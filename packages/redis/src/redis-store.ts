@@ -1,0 +1,181 @@
+import { randomBytes } from "node:crypto";
+import {
+  type ClaimOutcome,
+  type ClaimRequest,
+  DEFAULT_RETENTION_MS,
+  type OnceRecord,
+  type OnceStore,
+  type ResolveRequest,
+  type StoredError,
+  type StoreOptions,
+  type WriteOutcome,
+} from "@once/core";
+import type { Cluster, Redis } from "ioredis";
+import { checkRedis, type RedisReport } from "./check-redis.js";
+import { loadScripts, type RunScript } from "./load-scripts.js";
+import type { ScriptName } from "./script-names.js";
+import { toOutcome } from "./to-outcome.js";
+import { toRecord } from "./to-record.js";
+import { toStoreError } from "./to-store-error.js";
+import { withTimeout } from "./with-timeout.js";
+
+export interface RedisStoreOptions extends StoreOptions {
+  /**
+   * The client; the store never closes it. A `Cluster` works unchanged: every script touches one key. Any
+   * retry settings work, since the store fails closed after `timeoutMs`; `enableOfflineQueue: false` fails
+   * faster while Redis is down.
+   */
+  redis: Redis | Cluster;
+  /** Prepended to every key. Default `"once:"`. */
+  prefix?: string;
+  /** Accept a `maxmemory-policy` other than `noeviction`. Default false: an evicted record can repeat an effect. */
+  allowEviction?: boolean;
+  /** Run the start-up checks (see {@link checkRedis}). Default true. */
+  checks?: boolean;
+  /**
+   * How long one store call waits for Redis before failing closed with StoreUnavailableError. Default
+   * 5000 ms. The command may still reach Redis later; leases make that safe (a claim nobody holds runs out).
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * The dedup store on Redis: one hash per key, one Lua script (one round trip) per transition, time from
+ * the server's clock, every owner write fenced by the full owner token. Build it with {@link RedisStore.create}.
+ */
+export class RedisStore implements OnceStore {
+  readonly #run: RunScript;
+  readonly #timeoutMs: number;
+  /** Prepended to every key. */
+  readonly prefix: string;
+  /** How long a record outlives its last transition, in ms. */
+  readonly retentionMs: number;
+  /** What the start-up checks found; undefined when they were skipped. */
+  readonly report: RedisReport | undefined;
+
+  private constructor(run: RunScript, options: RedisStoreOptions, report: RedisReport | undefined) {
+    this.#run = run;
+    this.#timeoutMs = options.timeoutMs ?? 5_000;
+    this.prefix = options.prefix ?? "once:";
+    this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+    this.report = report;
+  }
+
+  /** Loads the scripts and, unless `checks: false`, refuses a Redis that could lose records (RedisConfigError). */
+  static async create(options: RedisStoreOptions): Promise<RedisStore> {
+    const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+    positiveInteger("retentionMs", retentionMs);
+    if (options.timeoutMs !== undefined) positiveInteger("timeoutMs", options.timeoutMs);
+    const report =
+      options.checks === false
+        ? undefined
+        : await checkRedis(options.redis, {
+            ...(options.allowEviction === undefined ? {} : { allowEviction: options.allowEviction }),
+            ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+          });
+    const run = await loadScripts(options.redis);
+    return new RedisStore(run, options, report);
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimOutcome> {
+    positiveInteger("leaseMs", request.leaseMs);
+    const nonce = randomBytes(8).toString("hex");
+    const reply = await this.#call("claim", request.key, [
+      request.fingerprint,
+      request.tool,
+      request.phase,
+      request.leaseMs,
+      this.retentionMs,
+      nonce,
+      request.trace ?? "",
+    ]);
+    return toOutcome("claim", reply);
+  }
+
+  async beginEffect(key: string, token: string): Promise<WriteOutcome> {
+    return toOutcome("begin-effect", await this.#call("begin-effect", key, [token, this.retentionMs]));
+  }
+
+  async complete(key: string, token: string, result: string): Promise<WriteOutcome> {
+    return toOutcome("complete", await this.#call("complete", key, [token, result, this.retentionMs]));
+  }
+
+  async failTerminal(key: string, token: string, error: StoredError): Promise<WriteOutcome> {
+    const reply = await this.#call("fail-terminal", key, [token, JSON.stringify(error), this.retentionMs]);
+    return toOutcome("fail-terminal", reply);
+  }
+
+  async release(key: string, token: string, options: { notApplied?: boolean } = {}): Promise<WriteOutcome> {
+    const reply = await this.#call("release", key, [token, options.notApplied ? "1" : "", this.retentionMs]);
+    return toOutcome("release", reply);
+  }
+
+  async markUnknown(key: string, token: string, error?: StoredError): Promise<WriteOutcome> {
+    const reply = await this.#call("mark-unknown", key, [token, errorArg(error), this.retentionMs]);
+    return toOutcome("mark-unknown", reply);
+  }
+
+  async heartbeat(key: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    positiveInteger("leaseMs", leaseMs);
+    return toOutcome("heartbeat", await this.#call("heartbeat", key, [token, leaseMs, this.retentionMs]));
+  }
+
+  async resolveApplied(key: string, token: string, result: string): Promise<WriteOutcome> {
+    return toOutcome(
+      "resolve-applied",
+      await this.#call("resolve-applied", key, [token, result, this.retentionMs]),
+    );
+  }
+
+  async resolveNotApplied(key: string, token: string): Promise<WriteOutcome> {
+    return toOutcome(
+      "resolve-not-applied",
+      await this.#call("resolve-not-applied", key, [token, this.retentionMs]),
+    );
+  }
+
+  async giveUp(key: string, token: string, error?: StoredError): Promise<WriteOutcome> {
+    return toOutcome("give-up", await this.#call("give-up", key, [token, errorArg(error), this.retentionMs]));
+  }
+
+  async resolve(key: string, request: ResolveRequest): Promise<WriteOutcome> {
+    const { decision } = request;
+    const payload =
+      decision.as === "applied"
+        ? decision.result
+        : decision.as === "failed"
+          ? JSON.stringify(decision.error)
+          : "";
+    const reply = await this.#call("resolve", key, [
+      decision.as,
+      payload,
+      request.by,
+      request.why,
+      request.expectFence ?? "",
+      this.retentionMs,
+    ]);
+    return toOutcome("resolve", reply);
+  }
+
+  async get(key: string): Promise<OnceRecord | undefined> {
+    return toRecord(key, await this.#call("get", key, []));
+  }
+
+  /** One script, one round trip; whatever stands between us and Redis becomes StoreUnavailableError. */
+  async #call(script: ScriptName, key: string, args: readonly (string | number)[]): Promise<unknown> {
+    try {
+      return await withTimeout(this.#run(script, this.prefix + key, args), this.#timeoutMs);
+    } catch (error) {
+      throw toStoreError(script, error);
+    }
+  }
+}
+
+function errorArg(error: StoredError | undefined): string {
+  return error === undefined ? "" : JSON.stringify(error);
+}
+
+function positiveInteger(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
+}
