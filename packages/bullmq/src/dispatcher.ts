@@ -98,7 +98,11 @@ interface Closable {
   quit(): Promise<unknown>;
 }
 
-type Settled = { kind: "completed"; value: CallOutcome } | { kind: "failed"; reason: string };
+type Settled =
+  | { kind: "completed"; value: CallOutcome }
+  | { kind: "failed"; reason: string }
+  /** An enqueue found the job already there (BullMQ's `duplicated` event). */
+  | { kind: "duplicated" };
 
 /**
  * The orchestrator's side: derives the key, validates input, enqueues with the key as job id, waits,
@@ -116,6 +120,7 @@ export class Dispatcher {
     Pick<DispatcherOptions, "namespace" | "timeoutMs" | "retries" | "retryBackoffMs">
   >;
   readonly #jobOptions: JobsOptions;
+  #closed: Promise<void> | undefined;
   readonly #waiters = new Map<string, Set<(settled: Settled) => void>>();
   readonly #inFlight = new Map<string, { fingerprint: string; result: Promise<CallResult<unknown>> }>();
 
@@ -150,6 +155,7 @@ export class Dispatcher {
     events.on("completed", ({ jobId, returnvalue }) =>
       this.#notify(jobId, { kind: "completed", value: returnvalue as CallOutcome }),
     );
+    events.on("duplicated", ({ jobId }) => this.#notify(jobId, { kind: "duplicated" }));
     events.on("failed", ({ jobId, failedReason }) =>
       this.#notify(jobId, { kind: "failed", reason: failedReason }),
     );
@@ -177,6 +183,12 @@ export class Dispatcher {
   }
 
   /** Calls a tool through the queue; for effect tools the step's key makes every retry the same call. */
+  call<T extends AnyTool>(
+    tool: T,
+    input: InputOf<T>,
+    // A tuple, not an optional parameter: leaving the options out must not type-check for an effect tool.
+    ...options: T["kind"] extends "effect" ? [options: EffectCallOptions] : [options?: CallOptions]
+  ): Promise<CallResult<OutputOf<T>>>;
   async call<T extends AnyTool>(
     tool: T,
     input: InputOf<T>,
@@ -217,10 +229,13 @@ export class Dispatcher {
     return result as CallResult<OutputOf<T>>;
   }
 
-  /** Stops listening. The queue is yours to close. */
-  async close(): Promise<void> {
-    await this.#events.close();
-    await this.#ownedConnection?.quit();
+  /** Stops listening; safe to call twice. The queue is yours to close. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      await this.#events.close();
+      await this.#ownedConnection?.quit();
+    })();
+    return this.#closed;
   }
 
   /** One call per key in this process: a second caller of a running key joins it. */
@@ -270,7 +285,13 @@ export class Dispatcher {
         }
         // While the job exists this is a no-op; if it was removed, a fresh job. The worker dedups either way.
         await this.#enqueue(tool, data, jobId);
-        const settled = await watch.next(timeoutMs);
+        const deadline = Date.now() + timeoutMs;
+        let settled = await watch.next(timeoutMs);
+        while (settled?.kind === "duplicated") {
+          const finished = await this.#revisit(jobId, key, enqueues);
+          if (finished) return finished;
+          settled = await watch.next(deadline - Date.now());
+        }
         if (settled?.kind === "completed") {
           const { result, outcome } = settled.value;
           return { result, replayed: outcome === "replay", key, jobId, enqueues };
@@ -317,6 +338,23 @@ export class Dispatcher {
       }
     }
     throw new DispatchTimeoutError("(none)", tool.name, retries + 1, timeoutMs);
+  }
+
+  /**
+   * The enqueue found the job already there. A completed job answers with its stored return value; a
+   * failed one runs again, since a new call is a new attempt (an `unknown` record gets reconciled).
+   */
+  async #revisit(jobId: string, key: string, enqueues: number): Promise<CallResult<unknown> | undefined> {
+    const job = await this.#queue.getJob(jobId);
+    if (!job) return undefined;
+    const state = await job.getState();
+    if (state === "completed") {
+      const value = job.returnvalue as CallOutcome | undefined;
+      return { result: value?.result, replayed: true, key, jobId, enqueues };
+    }
+    // Another caller may have retried it first: then it is no longer failed, which is all we need.
+    if (state === "failed") await job.retry("failed").catch(() => undefined);
+    return undefined;
   }
 
   /** One enqueue, as a producer span whose context travels in the job data. */

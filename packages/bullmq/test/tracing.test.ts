@@ -25,8 +25,8 @@ import { Queue, QueueEvents } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
-import { CALL_VERSION, Dispatcher, type DispatcherOptions, OnceWorker } from "../src/index.js";
+import { CALL_VERSION, Dispatcher, type DispatcherOptions } from "../src/index.js";
+import { type Harness, startHarness } from "./harness.js";
 
 const spans = new InMemorySpanExporter();
 const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
@@ -63,45 +63,23 @@ const charge = defineTool({
 });
 const tools: AnyTool[] = [charge];
 
-let redis: Redis;
-let workerRedis: Redis;
-let store: RedisStore;
-let queue: Queue;
-let events: QueueEvents;
-let worker: OnceWorker;
-let prefix: string;
+let h: Harness;
+let store: Harness["store"];
+let queue: Harness["queue"];
+let events: Harness["events"];
 let queueName: string;
 
-async function dispatcher(options: Partial<DispatcherOptions> = {}): Promise<Dispatcher> {
-  return Dispatcher.create({ queue, store, tools, timeoutMs: 5_000, retries: 0, ...options });
+function dispatcher(options: Partial<DispatcherOptions> = {}): Promise<Dispatcher> {
+  return h.dispatcher(options);
 }
-
-beforeAll(async () => {
-  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-  workerRedis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-});
 
 afterAll(async () => {
   await metricReader.shutdown();
-  redis.disconnect();
-  workerRedis.disconnect();
 });
 
 beforeEach(async () => {
-  prefix = randomPrefix("trace");
-  queueName = `trace-${Math.random().toString(16).slice(2, 10)}`;
-  store = await RedisStore.create({ redis, prefix });
-  queue = new Queue(queueName, { connection: redis });
-  events = new QueueEvents(queueName, { connection: redis.duplicate() });
-  worker = await OnceWorker.create({
-    queueName,
-    connection: workerRedis,
-    store,
-    tools,
-    concurrency: 4,
-    workerOptions: { lockDuration: 5_000, stalledInterval: 5_000 },
-  });
-  await events.waitUntilReady();
+  h = await startHarness(tools);
+  ({ store, queue, events, queueName } = h);
   gate = Promise.resolve();
   onRun = undefined;
   effects = 0;
@@ -109,12 +87,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  await worker.close(true);
-  await events.close();
-  await events.disconnect();
-  await queue.obliterate({ force: true });
-  await queue.close();
-  await cleanupPrefix(redis, prefix);
+  await h.close();
 });
 
 /** The finished spans as an indented tree of names, with the outcome of consumer spans. */
