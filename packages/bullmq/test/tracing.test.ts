@@ -6,7 +6,6 @@ import {
   IdempotencyConflictError,
   jobIdForKey,
 } from "@once/core";
-import { RedisStore } from "@once/redis";
 import { context, metrics, type SpanContext, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
@@ -21,9 +20,7 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
-import { Queue, QueueEvents } from "bullmq";
-import { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CALL_VERSION, Dispatcher, type DispatcherOptions } from "../src/index.js";
 import { type Harness, startHarness } from "./harness.js";
