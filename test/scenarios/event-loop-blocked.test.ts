@@ -1,0 +1,88 @@
+// Scenario 2, BullMQ's stalled-job re-run: a worker's event loop is blocked (CPU-bound code, a sync call)
+// past `lockDuration`. Its lock renewals and once heartbeats stop; BullMQ's stalled check in another worker
+// process moves the job back to wait and that worker runs it again. once makes the re-run safe:
+//   a. blocked after the provider charged: the re-run reconciles and returns that charge;
+//   b. blocked in prepare: the re-run takes the key over and charges; the first worker, unblocked, finds
+//      its lease gone before it could begin the effect.
+// The first worker stays blocked until the caller has its result (a gate file, not a duration), then it
+// is released and its own completion is refused as lost.
+
+import { describe, expect, it } from "vitest";
+import { FAST_RECOVERY, withScenario } from "./scenario.js";
+
+describe("scenario 2: a worker's event loop blocked past lockDuration", () => {
+  it("blocked after the charge: the second worker reconciles; one charge, the caller gets its id", () =>
+    withScenario({ label: "blocked-after-charge", worker: FAST_RECOVERY }, async (s) => {
+      const gate = s.gateFile("blocked");
+      const first = await s.startWorker(
+        { api: "with-once", pause: { at: "after-charge", mode: "block", gateFile: gate } },
+        "blocked",
+      );
+      const dispatcher = await s.dispatcher();
+      const step = { taskId: "task-stall", stepId: "charge-1" };
+      const call = dispatcher.call(s.tools.chargeCustomer, { orderId: "order_2a", amount: 700 }, step);
+
+      const charged = await first.waitFor("charged");
+      const second = await s.startWorker({}, "second");
+
+      const { result } = await call;
+      expect(result.chargeId).toBe(charged.chargeId);
+      // BullMQ did re-deliver the job: the second worker's stalled check moved it back to wait.
+      expect((await second.waitFor("job-stalled")).jobId).toBe(`once-${s.key(step.taskId, step.stepId)}`);
+      expect((await second.waitFor("reconciled")).found).toEqual([charged.chargeId]);
+      expect(second.all("run-entered")).toHaveLength(0);
+
+      // Unblocked, the first worker carries on to `complete` with its old token: refused as lost.
+      s.openGate(gate);
+      const threw = await first.waitFor("processor-threw");
+      expect(threw.error).toMatchObject({ name: "LeaseLostError" });
+      expect(first.all("job-completed")).toHaveLength(0);
+
+      const record = await s.record(step.taskId, step.stepId);
+      expect(record).toMatchObject({ state: "done", fence: 2 });
+      expect(JSON.parse(record?.result ?? "null")).toEqual(result);
+
+      const charges = s.charges();
+      expect(charges.total).toBe(1);
+      expect(charges.byOrder.order_2a).toBe(1);
+      expect(charges.duplicates).toBe(0);
+    }));
+
+  it("blocked in prepare: the second worker takes over and charges; the first never begins the effect", () =>
+    withScenario({ label: "blocked-in-prepare", worker: FAST_RECOVERY }, async (s) => {
+      const gate = s.gateFile("blocked");
+      const first = await s.startWorker(
+        { api: "with-once", pause: { at: "prepare", mode: "block", gateFile: gate } },
+        "blocked",
+      );
+      const dispatcher = await s.dispatcher();
+      const step = { taskId: "task-stall", stepId: "charge-1" };
+      const call = dispatcher.call(
+        s.tools.chargeCustomerPrepared,
+        { orderId: "order_2b", amount: 700 },
+        step,
+      );
+
+      await first.waitFor("paused");
+      const second = await s.startWorker({}, "second");
+
+      const { result } = await call;
+      const charged = await second.waitFor("charged");
+      expect(charged.fence).toBe(2);
+      expect(result.chargeId).toBe(charged.chargeId);
+
+      s.openGate(gate);
+      const threw = await first.waitFor("processor-threw");
+      expect(threw.error).toMatchObject({ name: "LeaseLostError" });
+      expect(first.all("run-entered")).toHaveLength(0);
+
+      const record = await s.record(step.taskId, step.stepId);
+      expect(record).toMatchObject({ state: "done", fence: 2 });
+      expect(JSON.parse(record?.result ?? "null")).toEqual(result);
+
+      const charges = s.charges();
+      expect(charges.total).toBe(1);
+      expect(charges.byOrder.order_2b).toBe(1);
+      expect(charges.duplicates).toBe(0);
+    }));
+});

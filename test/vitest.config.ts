@@ -1,0 +1,7 @@
+import { packageTestConfig } from "../vitest.shared.ts";
+
+export default packageTestConfig({
+  globalSetup: ["./support/global-setup.ts"],
+  include: ["scenarios/**/*.test.ts"],
+  testTimeout: 60_000,
+});
