@@ -6,6 +6,7 @@
 
 import { type CallData, Dispatcher } from "@once/bullmq";
 import {
+  CallFailedError,
   defineTool,
   deriveKey,
   InvalidInputError,
@@ -184,8 +185,8 @@ describe("scenario 8: bad calls are refused with named errors", () => {
       const worker = await s.startWorker();
       const dispatcher = await s.dispatcher();
       const call = dispatcher.call(s.tools.chargeCustomerUnserializable, validInput, step);
-      const error = (await call.catch((e: unknown) => e)) as ReplayedFailureError;
-      expect(error).toBeInstanceOf(ReplayedFailureError);
+      const error = (await call.catch((e: unknown) => e)) as CallFailedError;
+      expect(error).toBeInstanceOf(CallFailedError);
       expect(error.stored.name).toBe("ResultNotSerializableError");
       const job = await s.queue.getJob(jobIdForKey(s.key(step.taskId, step.stepId)));
       expect(job?.failedReason).toMatch(/^ResultNotSerializableError: .*BigInt/);
@@ -215,8 +216,8 @@ describe("scenario 8: bad calls are refused with named errors", () => {
       const dispatcher = await s.dispatcher();
       const error = (await dispatcher
         .call(s.tools.chargeCustomerHuge, validInput, step)
-        .catch((e: unknown) => e)) as ReplayedFailureError;
-      expect(error).toBeInstanceOf(ReplayedFailureError);
+        .catch((e: unknown) => e)) as CallFailedError;
+      expect(error).toBeInstanceOf(CallFailedError);
       expect(error.stored.name).toBe("ResultTooLargeError");
       expect(error.stored.message).toMatch(/over the 4096-byte limit/);
       const job = await s.queue.getJob(jobIdForKey(s.key(step.taskId, step.stepId)));

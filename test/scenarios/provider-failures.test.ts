@@ -3,7 +3,7 @@
 // the charge → unknown, and the retry reconciles instead of charging again; a request the provider refuses
 // on its content (a declined card) → terminal, stored and replayed.
 
-import { ReplayedFailureError } from "@once/core";
+import { CallFailedError, ReplayedFailureError } from "@once/core";
 import { describe, expect, it } from "vitest";
 import { withScenario } from "./scenario.js";
 
@@ -57,8 +57,8 @@ describe("the provider fails the call; classifyError decides", () => {
       const input = { orderId: "order_p3", amount: 300, currency: "dollars" };
       const error = (await dispatcher
         .call(s.tools.chargeCustomer, input, step)
-        .catch((e: unknown) => e)) as ReplayedFailureError;
-      expect(error).toBeInstanceOf(ReplayedFailureError);
+        .catch((e: unknown) => e)) as CallFailedError;
+      expect(error).toBeInstanceOf(CallFailedError);
       expect(error.stored).toMatchObject({ name: "PaymentsError", message: expect.stringMatching(/400/) });
       expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "failed", fence: 1 });
 

@@ -1,6 +1,7 @@
 import {
   type AnyTool,
   assertRetryWindow,
+  CallFailedError,
   type BackoffSetting,
   DEFAULT_NAMESPACE,
   DispatchTimeoutError,
@@ -272,7 +273,7 @@ export class Dispatcher {
     const watch = this.#watch(jobId);
     try {
       // Listening starts before the look-up, so a completion between the two is not missed.
-      const stored = this.#fromRecord(await this.#store.get(key), tool, key, print, 0);
+      const stored = this.#fromRecord(await this.#store.get(key), tool, key, print, 0, true);
       if (stored) {
         span.addEvent(EVENT_DEDUP_HIT, { "once.stored_state": "done" });
         return stored;
@@ -299,7 +300,7 @@ export class Dispatcher {
         if (settled?.kind === "failed") throw await this.#failure(tool, key, print, jobId, settled.reason);
         this.#timedOut(span, tool, enqueues, timeoutMs);
         // The job may have finished unseen (removed on completion): the record knows.
-        const late = this.#fromRecord(await this.#store.get(key), tool, key, print, enqueues);
+        const late = this.#fromRecord(await this.#store.get(key), tool, key, print, enqueues, false);
         if (late) return late;
       }
       throw new DispatchTimeoutError(key, tool.name, retries + 1, timeoutMs);
@@ -374,27 +375,33 @@ export class Dispatcher {
     this.#telemetry.timeouts.add(1, { [ATTR_ONCE_TOOL]: tool.name });
   }
 
-  /** What the record says, if it settles the call: a replay, or a failure to raise. */
+  /**
+   * What the record says, if it settles the call: a result, or a failure to raise. `beforeCall`: the record
+   * was read before this call enqueued anything, so a settled one was settled by an earlier call — a replay.
+   * Read later, it was settled while this call waited: the execution this call asked for.
+   */
   #fromRecord(
     record: OnceRecord | undefined,
     tool: AnyTool,
     key: string,
     print: string,
     enqueues: number,
+    beforeCall: boolean,
   ): CallResult<unknown> | undefined {
     if (!record) return undefined;
     if (record.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, record.tool);
     if (record.state === "done") {
       return {
         result: JSON.parse(record.result ?? "null"),
-        replayed: true,
+        replayed: beforeCall,
         key,
         jobId: jobIdForKey(key),
         enqueues,
       };
     }
     if (record.state === "failed") {
-      throw new ReplayedFailureError(key, record.error ?? { name: "Error", message: "failed" });
+      const stored = record.error ?? { name: "Error", message: "failed" };
+      throw beforeCall ? new ReplayedFailureError(key, stored) : new CallFailedError(key, tool.name, stored);
     }
     return undefined;
   }
@@ -404,8 +411,13 @@ export class Dispatcher {
     const record = await this.#store.get(key);
     if (record && record.fingerprint !== print)
       return new IdempotencyConflictError(key, tool.name, record.tool);
-    if (record?.state === "failed")
-      return new ReplayedFailureError(key, record.error ?? { name: "Error", message: reason });
+    if (record?.state === "failed") {
+      const stored = record.error ?? { name: "Error", message: reason };
+      // The worker names the error first in `failedReason`: a replay of an earlier failure, or this one.
+      return reason.startsWith(`${ReplayedFailureError.name}:`)
+        ? new ReplayedFailureError(key, stored)
+        : new CallFailedError(key, tool.name, stored);
+    }
     if (record?.state === "unknown") return new OutcomeUnknownError(key, tool.name, reason);
     return new JobFailedError(tool.name, jobId, reason);
   }

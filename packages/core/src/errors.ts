@@ -152,6 +152,17 @@ export class InFlightError extends OnceError {
   }
 }
 
+/** The tool failed terminally (e.g. card declined). The failure is stored: every later attempt replays it. */
+export class CallFailedError extends OnceError {
+  constructor(
+    readonly key: string,
+    readonly tool: string,
+    readonly stored: StoredError,
+  ) {
+    super("ONCE_CALL_FAILED", `${tool} failed (key ${key}): ${stored.name}: ${stored.message}`);
+  }
+}
+
 /** The call failed terminally before (e.g. card declined); the stored failure is replayed, nothing re-runs. */
 export class ReplayedFailureError extends OnceError {
   constructor(

@@ -1,4 +1,5 @@
 export {
+  CallFailedError,
   DispatchTimeoutError,
   IdempotencyConflictError,
   InFlightError,

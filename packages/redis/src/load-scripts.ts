@@ -10,7 +10,7 @@ export type RunScript = (
   args: readonly (string | number)[],
 ) => Promise<unknown>;
 
-interface ScriptFile {
+export interface ScriptFile {
   name: ScriptName;
   command: string;
   numberOfKeys: number;
@@ -59,7 +59,7 @@ export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
   };
 }
 
-async function readScriptFiles(): Promise<ScriptFile[]> {
+export async function readScriptFiles(): Promise<ScriptFile[]> {
   // Next to this module: src/lua in the sources, dist/lua once built (the build copies them).
   const dir = new URL("./lua/", import.meta.url);
   const names = await readdir(dir);

@@ -1,0 +1,114 @@
+import { RedisStore } from "@once/redis";
+import type { Command } from "../command.js";
+import { formatDuration } from "../durations.js";
+import { ExitCode } from "../exit-code.js";
+import { keyArgument } from "../key-argument.js";
+import { CONNECTION_OPTIONS } from "../options.js";
+import { ago, errorText, jsonText, leaseText, recordJson, stateMeaning } from "../record-view.js";
+import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
+import { renderTable, truncate } from "../render-table.js";
+
+const SHOWN_CHARS = 200;
+
+/** `once inspect`: one record, every field, and what it means for the next attempt. */
+export const inspectCommand: Command = {
+  name: "inspect",
+  summary: "show one record: state, phase, fence, owner, lease, claims, tool, times, result or error",
+  usage: ["inspect <key> [options]", "inspect --task <taskId> --step <stepId> [--namespace <ns>] [options]"],
+  options: ["task", "step", "namespace", ...CONNECTION_OPTIONS],
+  details:
+    "<key> is the 64-hex key, the BullMQ job id once-<key>, or the Redis key <prefix><key>. Results and errors " +
+    `are cut at ${SHOWN_CHARS} characters; --json prints them whole. Exits 1 when there is no record.`,
+  examples: [
+    "once inspect 3f9a…c2",
+    "once inspect --task order-1042 --step charge --namespace checkout",
+    "once inspect once-3f9a…c2 --json",
+  ],
+  async run({ io, options, positionals }) {
+    const prefix = storePrefix(options);
+    const { key, derivedFrom } = keyArgument(positionals, options, prefix, "inspect");
+    const target = redisTarget(options, io.env, "inspect");
+    return withRedis(target, async (redis) => {
+      await assertNotClusterNode(redis, target, "inspect");
+      const store = await RedisStore.create({ redis, prefix, checks: false });
+      const record = await store.get(key);
+      const now = await serverNow(redis);
+      if (options.flag("json")) {
+        io.stdout.write(
+          jsonText({
+            key,
+            redisKey: prefix + key,
+            ...(derivedFrom === undefined ? {} : { derivedFrom }),
+            found: record !== undefined,
+            serverTime: now,
+            ...(record === undefined ? {} : { record: recordJson(record, now) }),
+          }),
+        );
+      }
+      if (record === undefined) {
+        io.stderr.write(
+          `no record for key ${key} under prefix ${JSON.stringify(prefix)} on ${target.label}` +
+            " (never claimed, expired after its retention, or another prefix?)\n",
+        );
+        return ExitCode.problem;
+      }
+      if (options.flag("json")) return ExitCode.ok;
+
+      const rows: [string, string][] = [["key", key]];
+      if (derivedFrom !== undefined) {
+        rows.push([
+          "step",
+          `namespace ${derivedFrom.namespace}, task ${derivedFrom.taskId}, step ${derivedFrom.stepId}`,
+        ]);
+      }
+      rows.push(
+        ["redis key", prefix + key],
+        ["state", `${record.state} — ${stateMeaning(record, now)}`],
+        ["phase", record.phase],
+        ["fence", String(record.fence)],
+        ["owner", record.owner ?? "-"],
+        ["lease", leaseText(record, now)],
+        ["claims", String(record.claims)],
+        ["tool", record.tool],
+        ["fingerprint", record.fingerprint],
+        ["created", `${iso(record.createdAt)} (${ago(record.createdAt, now)})`],
+        ["updated", `${iso(record.updatedAt)} (${ago(record.updatedAt, now)})`],
+        [
+          "expires",
+          record.ttlMs === undefined
+            ? "never (no TTL: not written by once?)"
+            : `in ${formatDuration(record.ttlMs)}`,
+        ],
+      );
+      if (record.trace !== undefined) rows.push(["trace", record.trace]);
+      if (record.result !== undefined) rows.push(["result", shown(record.result)]);
+      if (record.error !== undefined) rows.push(["error", shown(errorText(record.error))]);
+      if (record.resolution !== undefined) {
+        const r = record.resolution;
+        rows.push(["resolution", `${r.as} by ${r.by} at ${iso(r.at)} (${ago(r.at, now)}): ${r.why}`]);
+      }
+      const table = renderTable(["field", "value"], rows, { maxCellWidth: SHOWN_CHARS + 40 });
+      // The header row says nothing a reader needs here.
+      io.stdout.write(`${table.split("\n").slice(1).join("\n")}\n`);
+      if (record.state === "unknown") {
+        const where = prefix === "once:" ? "" : ` --prefix ${prefix}`;
+        io.stdout.write(
+          `\nnext: find out whether the effect happened, then\n` +
+            `  once resolve ${key}${where} --applied --result '<json>' --why '…'\n` +
+            `  once resolve ${key}${where} --not-applied --why '…'     (the next attempt runs the effect again)\n` +
+            `  once resolve ${key}${where} --failed --error '<message>' --why '…'\n`,
+        );
+      }
+      return ExitCode.ok;
+    });
+  },
+};
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function shown(text: string): string {
+  const length = [...text].length;
+  return length <= SHOWN_CHARS ? text : `${truncate(text, SHOWN_CHARS)} (${length} chars; --json for all)`;
+}

@@ -1,0 +1,98 @@
+import type { OnceRecord } from "@once/core";
+import type { Cluster, Redis } from "ioredis";
+import { toRecord } from "./to-record.js";
+
+export interface ScanRecordsOptions {
+  /** The store's key prefix. Default `"once:"`. */
+  prefix?: string;
+  /** SCAN's COUNT hint: keys looked at per round trip on each server. Default 250. */
+  batchSize?: number;
+  /**
+   * Told about each key under the prefix that is not a once record (another type, a hash without a known
+   * state) or could not be read. Such keys are skipped either way.
+   */
+  onSkipped?: (key: string, reason: string) => void;
+}
+
+/**
+ * Every record under `prefix`, read with SCAN and a cursor (never KEYS) on a standalone server, or on
+ * every master of a Cluster in turn; each batch of keys is read back in one pipelined round trip. SCAN's
+ * guarantees apply: a record that exists for the whole scan is yielded at least once (rarely twice, when
+ * Redis rehashes meanwhile); one created or deleted during the scan may or may not be. Stop early by
+ * leaving the loop. Reads only; never changes a record.
+ */
+export async function* scanRecords(
+  redis: Redis | Cluster,
+  options: ScanRecordsOptions = {},
+): AsyncGenerator<OnceRecord, void, undefined> {
+  const prefix = options.prefix ?? "once:";
+  if (prefix === "") throw new RangeError("scanRecords needs a non-empty prefix");
+  const batchSize = options.batchSize ?? 250;
+  if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
+    throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
+  }
+  const pattern = `${escapeGlob(prefix)}*`;
+  const nodes = redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis];
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", batchSize);
+      cursor = next;
+      if (keys.length > 0) yield* readBatch(redis, node, keys, prefix, options.onSkipped);
+    } while (cursor !== "0");
+  }
+}
+
+async function* readBatch(
+  redis: Redis | Cluster,
+  node: Redis,
+  keys: readonly string[],
+  prefix: string,
+  onSkipped: ScanRecordsOptions["onSkipped"],
+): AsyncGenerator<OnceRecord, void, undefined> {
+  const pipeline = node.pipeline();
+  for (const key of keys) pipeline.pttl(key).hgetall(key);
+  const replies = (await pipeline.exec()) ?? [];
+  for (const [i, key] of keys.entries()) {
+    const [pttlError, pttl] = replies[2 * i] ?? [new Error("no reply"), undefined];
+    const [hashError, hash] = replies[2 * i + 1] ?? [new Error("no reply"), undefined];
+    let reply: [unknown, unknown] = [pttl, hash];
+    const error = pttlError ?? hashError;
+    if (error) {
+      // A slot that moved to another master while we scanned: read the key where the Cluster says it is.
+      if (!redis.isCluster || !/^(MOVED|ASK) /.test(error.message)) {
+        onSkipped?.(key, error.message);
+        continue;
+      }
+      try {
+        reply = await Promise.all([redis.pttl(key), redis.hgetall(key)]);
+      } catch (retryError) {
+        onSkipped?.(key, (retryError as Error).message);
+        continue;
+      }
+    }
+    const record = decode(key, prefix, reply, onSkipped);
+    if (record !== undefined) yield record;
+  }
+}
+
+function decode(
+  key: string,
+  prefix: string,
+  [pttl, hash]: [unknown, unknown],
+  onSkipped: ScanRecordsOptions["onSkipped"],
+): OnceRecord | undefined {
+  // The same decoding as the get script's reply, so a scanned record reads exactly like store.get().
+  const flat = Object.entries((hash ?? {}) as Record<string, string>).flat();
+  try {
+    return toRecord(key.slice(prefix.length), [Number(pttl), flat]);
+  } catch (error) {
+    onSkipped?.(key, (error as Error).message);
+    return undefined;
+  }
+}
+
+/** Escapes glob metacharacters so SCAN MATCH takes the prefix literally. */
+function escapeGlob(value: string): string {
+  return value.replace(/[*?[\]\\]/g, "\\$&");
+}

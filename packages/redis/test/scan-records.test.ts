@@ -1,0 +1,163 @@
+import { randomBytes } from "node:crypto";
+import type { ClaimRequest, OnceRecord, RecordState } from "@once/core";
+import { Cluster, Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cleanupPrefix, clusterNodes, randomPrefix, redisUrl } from "../../../test/support/services.js";
+import { RedisStore, scanRecords } from "../src/index.js";
+
+const RETENTION_MS = 10 * 60 * 1000;
+
+function randomKey(): string {
+  return randomBytes(32).toString("hex");
+}
+
+function request(key: string, overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return { key, fingerprint: "fp", tool: "charge_card", phase: "effect", leaseMs: 60_000, ...overrides };
+}
+
+/** One record per state, each made by the store's own transitions; keys by state. */
+async function seedEveryState(store: RedisStore): Promise<Map<string, RecordState>> {
+  const made = new Map<string, RecordState>();
+  const owner = async (key: string, phase: "prepare" | "effect" = "effect") => {
+    const claim = await store.claim(request(key, { phase }));
+    if (!("token" in claim)) throw new Error(`claim gave ${claim.outcome}`);
+    return claim.token;
+  };
+  let key = randomKey();
+  await owner(key, "prepare");
+  made.set(key, "claimed");
+  key = randomKey();
+  await store.release(key, await owner(key, "prepare"));
+  made.set(key, "released");
+  key = randomKey();
+  await store.complete(key, await owner(key), '{"ok":true}');
+  made.set(key, "done");
+  key = randomKey();
+  await store.failTerminal(key, await owner(key), { name: "CardDeclined", message: "declined" });
+  made.set(key, "failed");
+  key = randomKey();
+  await store.markUnknown(key, await owner(key), { name: "TimeoutError", message: "timeout" });
+  made.set(key, "unknown");
+  key = randomKey();
+  await store.markUnknown(key, await owner(key));
+  await owner(key);
+  made.set(key, "reconciling");
+  return made;
+}
+
+async function collect(iterable: AsyncIterable<OnceRecord>): Promise<OnceRecord[]> {
+  const records: OnceRecord[] = [];
+  for await (const record of iterable) records.push(record);
+  return records;
+}
+
+for (const topology of ["standalone", "cluster"] as const) {
+  describe(`scanRecords on ${topology === "standalone" ? "a standalone Redis" : "a Redis Cluster"}`, () => {
+    let redis: Redis | Cluster;
+    const prefixes: string[] = [];
+
+    beforeAll(async () => {
+      redis = topology === "standalone" ? new Redis(redisUrl()) : new Cluster(clusterNodes());
+      if (topology === "cluster") await new Promise((resolve) => (redis as Cluster).once("ready", resolve));
+    });
+
+    afterAll(async () => {
+      for (const prefix of prefixes) await cleanupPrefix(redis, prefix);
+      await redis.quit();
+    });
+
+    async function freshStore(label: string, prefix = randomPrefix(label)): Promise<RedisStore> {
+      prefixes.push(prefix);
+      return RedisStore.create({ redis, prefix, retentionMs: RETENTION_MS });
+    }
+
+    it("yields every record under the prefix, read exactly as store.get reads it", async () => {
+      const store = await freshStore("scan-states");
+      const made = await seedEveryState(store);
+      const other = await freshStore("scan-other");
+      await seedEveryState(other);
+
+      const records = await collect(scanRecords(redis, { prefix: store.prefix }));
+      expect(new Map(records.map((r) => [r.key, r.state]))).toEqual(made);
+      for (const record of records) {
+        const viaGet = await store.get(record.key);
+        expect({ ...record, ttlMs: undefined }).toEqual({ ...viaGet, ttlMs: undefined });
+        expect(record.ttlMs).toBeGreaterThan(RETENTION_MS - 60_000);
+      }
+    });
+
+    it("pages with the cursor through more keys than one batch, on every master", async () => {
+      const store = await freshStore("scan-many");
+      const keys = new Set<string>();
+      for (let i = 0; i < 300; i++) {
+        const key = randomKey();
+        keys.add(key);
+        await store.claim(request(key));
+      }
+      const records = await collect(scanRecords(redis, { prefix: store.prefix, batchSize: 20 }));
+      expect(new Set(records.map((r) => r.key))).toEqual(keys);
+      if (redis.isCluster) {
+        // The keys spread over the slots, so each master held some of them.
+        const masters = (redis as Cluster).nodes("master");
+        expect(masters.length).toBeGreaterThan(1);
+        for (const master of masters) {
+          const [, some] = await master.scan("0", "MATCH", `${store.prefix}*`, "COUNT", 1000);
+          expect(some.length).toBeGreaterThan(0);
+        }
+      }
+    });
+
+    it("skips keys under the prefix that are not once records, and says which", async () => {
+      const store = await freshStore("scan-skip");
+      const made = await seedEveryState(store);
+      await redis.set(`${store.prefix}a-string`, "x");
+      await redis.hset(`${store.prefix}a-hash`, "colour", "blue");
+      const skipped: string[] = [];
+      const records = await collect(
+        scanRecords(redis, { prefix: store.prefix, onSkipped: (key) => skipped.push(key) }),
+      );
+      expect(records).toHaveLength(made.size);
+      expect(skipped.sort()).toEqual([`${store.prefix}a-hash`, `${store.prefix}a-string`]);
+    });
+
+    it("stops when the loop does, and takes glob characters in the prefix literally", async () => {
+      const base = randomPrefix("scan-glob");
+      const store = await freshStore("", `${base}*[x]?:`);
+      await seedEveryState(store);
+      // Matched by the prefix read as a glob (`*` anything, `[x]` an x, `?` any one character).
+      const lookalike = await freshStore("", `${base}zzzxQ:`);
+      await seedEveryState(lookalike);
+      let seen = 0;
+      for await (const _ of scanRecords(redis, { prefix: store.prefix, batchSize: 1 })) {
+        seen++;
+        if (seen === 2) break;
+      }
+      expect(seen).toBe(2);
+      const all = await collect(scanRecords(redis, { prefix: store.prefix }));
+      expect(all).toHaveLength(6);
+    });
+
+    it("refuses an empty prefix and a bad batch size", async () => {
+      await expect(collect(scanRecords(redis, { prefix: "" }))).rejects.toThrow(RangeError);
+      await expect(collect(scanRecords(redis, { prefix: "x:", batchSize: 0 }))).rejects.toThrow(RangeError);
+    });
+  });
+}
+
+describe("scriptDigests", () => {
+  it("names the SHA1 Redis caches each script under", async () => {
+    const { scriptDigests } = await import("../src/index.js");
+    const digests = await scriptDigests();
+    expect(digests.map((d) => d.name)).toContain("claim");
+    expect(digests.every((d) => /^[0-9a-f]{40}$/.test(d.sha1))).toBe(true);
+    const redis = new Redis(redisUrl());
+    try {
+      const store = await RedisStore.create({ redis, prefix: randomPrefix("digests") });
+      await store.get(randomKey());
+      const get = digests.find((d) => d.name === "get");
+      expect(await redis.script("EXISTS", get?.sha1 ?? "")).toEqual([1]);
+    } finally {
+      await redis.quit();
+    }
+  });
+});
