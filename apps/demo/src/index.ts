@@ -1,0 +1,9 @@
+import { fileURLToPath } from "node:url";
+
+export { answersPing, type FoundRedis, findRedis, NoRedisError } from "./find-redis.js";
+export { formatComparison } from "./format-comparison.js";
+export type { ModeFigures } from "./mode-figures.js";
+export { type ModeEvent, type ModeOptions, type ModeRun, runMode } from "./run-mode.js";
+
+/** The demo's entry point, for `spawn(process.execPath, [DEMO_MAIN, …])`. */
+export const DEMO_MAIN = fileURLToPath(new URL("./main.js", import.meta.url));

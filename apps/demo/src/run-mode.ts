@@ -1,0 +1,278 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ORCHESTRATOR_MAIN, type OrchestratorFigures } from "@once/orchestrator";
+import { keyLayout, RedisCounters } from "@once/order-agent";
+import { startPaymentsServer } from "@once/payments";
+import { RedisStore } from "@once/redis";
+import { WORKER_MAIN } from "@once/worker";
+import { Queue, QueueEvents } from "bullmq";
+import { Redis } from "ioredis";
+import type { ModeFigures } from "./mode-figures.js";
+import { NodeProcess } from "./node-process.js";
+
+export interface ModeOptions {
+  mode: "naive" | "once";
+  redisUrl: string;
+  /** Random per run: names the keys, queue and tasks of this run. */
+  runId: string;
+  tasks: number;
+  workers: number;
+  /** Tasks the orchestrator runs at the same time. */
+  concurrency: number;
+  workerConcurrency: number;
+  timeoutMs: number;
+  kill: boolean;
+  latency: { p50Ms: number; p99Ms: number };
+  seed: number;
+  /** Environment of the child processes (tracing settings). */
+  childEnv: NodeJS.ProcessEnv;
+  report: (event: ModeEvent) => void;
+  /** Aborting asks the orchestrator to start no new tasks (its running tasks finish). */
+  signal?: AbortSignal;
+}
+
+export type ModeEvent =
+  | { type: "phase"; mode: string; text: string }
+  | { type: "progress"; mode: string; done: number; failed: number; total: number }
+  | { type: "note"; mode: string; text: string };
+
+// The failure-handling timings, short so a killed worker's calls come back within seconds. The worker
+// and the orchestrator get the same values: both check the retry window against them.
+const LEASE_MS = 4_000;
+const LOCK_MS = 3_000;
+const STALLED_MS = 1_000;
+const RETENTION_MS = 60 * 60 * 1000;
+const DRAIN_TIMEOUT_MS = 60_000;
+
+/** The run was interrupted: nothing was measured, everything was cleaned up. */
+export class InterruptedError extends Error {
+  override readonly name = "InterruptedError";
+  constructor(mode: string) {
+    super(`the ${mode} run was interrupted`);
+  }
+}
+
+/** What one mode produced: its figures, and the tasks whose traces are worth printing, best first. */
+export interface ModeRun {
+  figures: ModeFigures;
+  traceCandidates: { taskId: string; traceId: string }[];
+}
+
+/** Runs one mode end to end (payments, workers, orchestrator, kill), measures it, cleans up its keys. */
+export async function runMode(options: ModeOptions): Promise<ModeRun> {
+  const { mode, report } = options;
+  const layout = keyLayout(`once-demo:${options.runId}:${mode}:`);
+  const queueName = `demo-${options.runId}-${mode}`;
+  const workDir = mkdtempSync(path.join(os.tmpdir(), `once-demo-${mode}-`));
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
+  await redis.connect();
+  const payments = await startPaymentsServer({ latency: options.latency, seed: options.seed });
+  const queue = new Queue(queueName, { connection: redis, prefix: layout.bull });
+  // QueueEvents blocks its connection, so it gets one of its own (closed below: BullMQ never closes it).
+  const eventsConnection = redis.duplicate();
+  const events = new QueueEvents(queueName, { connection: eventsConnection, prefix: layout.bull });
+  let duplicatedSends = 0;
+  events.on("duplicated", () => duplicatedSends++);
+  const workers: NodeProcess[] = [];
+  let workerKills = 0;
+  const timing = [
+    "--lease-ms",
+    LEASE_MS,
+    "--lock-ms",
+    LOCK_MS,
+    "--stalled-ms",
+    STALLED_MS,
+    "--retention-ms",
+    RETENTION_MS,
+  ].map(String);
+  const common = ["--redis-url", options.redisUrl, "--queue", queueName, "--prefix", layout.root, ...timing];
+
+  const startWorker = async (slot: number) => {
+    const worker = NodeProcess.start(
+      WORKER_MAIN,
+      [
+        ...common,
+        "--payments-url",
+        payments.url,
+        "--concurrency",
+        String(options.workerConcurrency),
+        "--count-outcomes",
+      ],
+      { label: `[${mode}] worker ${slot + 1}`, env: options.childEnv },
+    );
+    workers[slot] = worker;
+    await worker.waitForLine("ready");
+    return worker;
+  };
+
+  try {
+    await events.waitUntilReady();
+    report({ type: "phase", mode, text: `starting ${options.workers} workers` });
+    await Promise.all(Array.from({ length: options.workers }, (_, slot) => startWorker(slot)));
+
+    const summaryPath = path.join(workDir, "summary.json");
+    const orchestrator = NodeProcess.start(
+      ORCHESTRATOR_MAIN,
+      [
+        ...common,
+        "--mode",
+        mode,
+        "--tasks",
+        String(options.tasks),
+        "--task-prefix",
+        `${mode}-${options.runId}`,
+        "--concurrency",
+        String(options.concurrency),
+        "--timeout-ms",
+        String(options.timeoutMs),
+        "--seed-orders",
+        "--count-outcomes",
+        "--summary",
+        summaryPath,
+      ],
+      { label: `[${mode}] orchestrator`, env: options.childEnv },
+    );
+    report({ type: "phase", mode, text: "running" });
+    options.signal?.addEventListener(
+      "abort",
+      () => {
+        // No new tasks; and if the running ones do not finish soon (the workers may be gone too), stop now.
+        orchestrator.kill("SIGTERM");
+        setTimeout(() => orchestrator.kill("SIGKILL"), 5_000).unref();
+      },
+      { once: true },
+    );
+    const killAt = Math.max(1, Math.ceil(options.tasks / 3));
+    let killing: Promise<void> | undefined;
+    orchestrator.onLine((line) => {
+      if (line.type !== "task") return;
+      const done = Number(line.done);
+      const failed = Number(line.failed);
+      report({ type: "progress", mode, done, failed, total: options.tasks });
+      if (options.kill && !killing && done + failed >= killAt && done + failed < options.tasks) {
+        killing = (async () => {
+          const victim = workers[0];
+          if (!victim) return;
+          victim.kill("SIGKILL");
+          await victim.exited;
+          workerKills++;
+          report({
+            type: "note",
+            mode,
+            text: `SIGKILLed worker 1 (pid ${victim.pid}) after ${done + failed} tasks; restarting it`,
+          });
+          const fresh = await startWorker(0);
+          report({ type: "note", mode, text: `worker 1 restarted (pid ${fresh.pid})` });
+        })();
+      }
+    });
+    const [code, signal] = await orchestrator.exited;
+    await killing;
+    if (options.signal?.aborted) throw new InterruptedError(mode);
+    if (code !== 0 && code !== 3)
+      throw new Error(`the ${mode} orchestrator failed (${signal ?? `exit ${code}`})`);
+    const figures = JSON.parse(readFileSync(summaryPath, "utf8")) as OrchestratorFigures;
+
+    // Abandoned attempts (naive) and a killed worker's calls (both) may still be running: their effects count.
+    report({ type: "phase", mode, text: "waiting for the queue to drain" });
+    await drain(queue);
+
+    const ledger = payments.ledger();
+    const stats = await new RedisCounters(redis, layout.stats).read();
+    const store = await RedisStore.create({ redis, prefix: layout.store, checks: false });
+    const recordsByState: Record<string, number> = {};
+    for (const key of figures.effectKeys) {
+      const state = (await store.get(key))?.state ?? "none";
+      recordsByState[state] = (recordsByState[state] ?? 0) + 1;
+    }
+    const counter = (name: string) => stats[name] ?? 0;
+    const storeReplays = counter("claim.replay") + counter("claim.replay_error");
+    const figuresOfMode: ModeFigures = {
+      mode,
+      tasks: figures.tasks,
+      tasksOk: figures.tasksOk,
+      tasksFailed: figures.tasksFailed,
+      calls: figures.calls,
+      sends: figures.sends,
+      retries: figures.retries,
+      chargeCalls: figures.callsByTool.charge_customer ?? 0,
+      retriedChargeCalls: figures.retriedCallsByTool.charge_customer ?? 0,
+      chargesExpected: figures.chargesIntended,
+      chargesMade: ledger.charges.total,
+      chargesDuplicate: ledger.charges.duplicates,
+      chargesMissing: Math.max(0, figures.chargesIntended - Object.keys(ledger.charges.byOrder).length),
+      emailsExpected: figures.emailsIntended,
+      emailsSent: ledger.emails.total,
+      duplicateEmails: ledger.emails.duplicates,
+      duplicateEffects: ledger.charges.duplicates + ledger.emails.duplicates + ledger.tickets.duplicates,
+      dedupHits: duplicatedSends + storeReplays,
+      dedupHitsByLayer: { queue: duplicatedSends, store: storeReplays },
+      replayedCalls: figures.replayedCalls,
+      inFlightWaits: counter("claim.in_flight"),
+      reconciled: counter("reconcile.applied") + counter("reconcile.not_applied"),
+      reconciledApplied: counter("reconcile.applied"),
+      reconciledNotApplied: counter("reconcile.not_applied"),
+      unknown: recordsByState.unknown ?? 0,
+      recordsByState,
+      effectsExecuted: counter("claim.acquired") + counter("claim.takeover"),
+      workerKills,
+      p50Ms: figures.p50Ms,
+      p99Ms: figures.p99Ms,
+      callsPerSec: figures.callsPerSec,
+      wallMs: figures.wallMs,
+    };
+    return { figures: figuresOfMode, traceCandidates: traceCandidates(figures) };
+  } finally {
+    await Promise.allSettled(workers.map((worker) => worker.stop()));
+    await events.close();
+    await eventsConnection.quit();
+    await queue.close();
+    await payments.close();
+    await deleteKeys(redis, layout.root);
+    await redis.quit();
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+async function drain(queue: Queue): Promise<void> {
+  const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+  for (;;) {
+    const counts = await queue.getJobCounts(
+      "active",
+      "waiting",
+      "delayed",
+      "prioritized",
+      "waiting-children",
+    );
+    if (Object.values(counts).every((count) => count === 0)) return;
+    if (Date.now() > deadline)
+      throw new Error(`the queue did not drain within ${DRAIN_TIMEOUT_MS} ms: ${JSON.stringify(counts)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/**
+ * Tasks worth looking at, best first: ones that retried, preferring ones answered from the store, then
+ * about three retries (a killed worker's task can have many, too long to read); then the others.
+ */
+function traceCandidates(figures: OrchestratorFigures): { taskId: string; traceId: string }[] {
+  const score = (task: { retries: number; replayed: number }) =>
+    (task.replayed > 0 ? 0 : 100) + Math.abs(task.retries - 3);
+  const retried = [...figures.retriedTasks].sort((a, b) => score(a) - score(b));
+  const ids = [...retried.map((task) => task.taskId), ...Object.keys(figures.traces)];
+  return [...new Set(ids)].flatMap((taskId) => {
+    const traceId = figures.traces[taskId];
+    return traceId ? [{ taskId, traceId }] : [];
+  });
+}
+
+/** Deletes every key under `root` (this run's records, queue, orders, journal, counters). */
+async function deleteKeys(redis: Redis, root: string): Promise<void> {
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `${root}*`, "COUNT", 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== "0");
+}

@@ -1,0 +1,82 @@
+import { randomBytes } from "node:crypto";
+import { deriveKey, fingerprint, MemoryStore } from "@once/core";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CountingStore, keyLayout, RedisCounters, RedisOrderBook } from "../src/index.js";
+
+const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+let redis: Redis;
+const layout = keyLayout(`once-test:order-agent:${randomBytes(4).toString("hex")}:`);
+
+beforeAll(() => {
+  redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+});
+afterAll(async () => {
+  const keys = await redis.keys(`${layout.root}*`);
+  if (keys.length > 0) await redis.unlink(...keys);
+  await redis.quit();
+});
+
+describe("keyLayout", () => {
+  it("puts every part under the root and refuses glob characters", () => {
+    expect(keyLayout("r:")).toEqual({
+      root: "r:",
+      store: "r:once:",
+      bull: "r:bull",
+      orders: "r:order:",
+      journal: "r:journal:",
+      stats: "r:stats",
+    });
+    expect(() => keyLayout("a*")).toThrow(/glob/);
+  });
+});
+
+describe("RedisOrderBook", () => {
+  it("creates once, reads, and sets the status of existing orders only", async () => {
+    const orders = new RedisOrderBook({ redis, prefix: layout.orders });
+    const order = {
+      orderId: "o-1",
+      status: "pending" as const,
+      amount: 990,
+      currency: "eur",
+      email: "a@example.com",
+    };
+    expect(await orders.create(order)).toBe(true);
+    expect(await orders.create({ ...order, amount: 1 })).toBe(false);
+    expect(await orders.get("o-1")).toEqual(order);
+    expect(await orders.setStatus("o-1", "paid")).toEqual({ ...order, status: "paid" });
+    expect(await orders.setStatus("missing", "paid")).toBeUndefined();
+    expect(await orders.get("missing")).toBeUndefined();
+  });
+});
+
+describe("CountingStore", () => {
+  it("counts claim outcomes, finished look-ups and reconcile resolutions in Redis", async () => {
+    const counters = new RedisCounters(redis, layout.stats);
+    const store = new CountingStore(new MemoryStore(), counters);
+    const key = deriveKey({ taskId: "t", stepId: "s" });
+    const request = {
+      key,
+      fingerprint: fingerprint("x", {}),
+      tool: "x",
+      phase: "effect" as const,
+      leaseMs: 10_000,
+    };
+    const first = await store.claim(request);
+    if (first.outcome !== "acquired") throw new Error(first.outcome);
+    expect((await store.claim(request)).outcome).toBe("in_flight");
+    expect(await store.get(key)).toMatchObject({ state: "claimed" });
+    await store.complete(key, first.token, "1");
+    expect((await store.claim(request)).outcome).toBe("replay");
+    expect(await store.get(key)).toMatchObject({ state: "done" });
+    expect(await store.complete(key, "0.stale", "2")).toEqual({ outcome: "lost" });
+    expect(await counters.read()).toEqual({
+      "claim.acquired": 1,
+      "claim.in_flight": 1,
+      "claim.replay": 1,
+      "get.done": 1,
+      "lost.complete": 1,
+    });
+    expect(store.retentionMs).toBe(new MemoryStore().retentionMs);
+  });
+});

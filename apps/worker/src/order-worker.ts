@@ -1,0 +1,89 @@
+import { OnceWorker } from "@once/bullmq";
+import type { BackoffSetting, OnceStore } from "@once/core";
+import { CountingStore, keyLayout, orderAgentTools, RedisCounters, RedisOrderBook } from "@once/order-agent";
+import { RedisStore } from "@once/redis";
+import { Redis } from "ioredis";
+
+export interface OrderWorkerOptions {
+  redisUrl: string;
+  queue: string;
+  /** Root of every key (see `keyLayout`), e.g. `once-demo:3f9a0c12:`. */
+  prefix: string;
+  paymentsUrl: string;
+  /** Calls run at once by this process. Default 50. */
+  concurrency?: number;
+  /** once's lease of an effect call. Default 30 s. */
+  leaseMs?: number;
+  /** BullMQ's job lock. Default 30 s. */
+  lockDurationMs?: number;
+  /** BullMQ's stalled-job check. Default 30 s. */
+  stalledIntervalMs?: number;
+  /** How long the dedup records are kept. Default 24 h. */
+  retentionMs?: number;
+  /** The `attempts`/`backoff` jobs are enqueued with, for the retry-window check. */
+  jobRetry?: { attempts?: number; backoff?: BackoffSetting };
+  /** Count claim outcomes in Redis under the layout's `stats` hash (see CountingStore). Default false. */
+  countOutcomes?: boolean;
+}
+
+export interface OrderWorker {
+  readonly worker: OnceWorker;
+  /** Stops taking jobs, waits for running calls (or not, with `force`), closes the Redis connections. */
+  close(force?: boolean): Promise<void>;
+}
+
+/** Starts a worker running the order agent's tools through once on a RedisStore. */
+export async function startOrderWorker(options: OrderWorkerOptions): Promise<OrderWorker> {
+  const layout = keyLayout(options.prefix);
+  // One connection for the store, the order book and the counters; BullMQ duplicates its own (blocking).
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
+  const bullConnection = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
+  try {
+    await redis.connect();
+    await bullConnection.connect();
+    const redisStore = await RedisStore.create({
+      redis,
+      prefix: layout.store,
+      ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+    });
+    const store: OnceStore = options.countOutcomes
+      ? new CountingStore(redisStore, new RedisCounters(redis, layout.stats))
+      : redisStore;
+    const tools = orderAgentTools({
+      paymentsUrl: options.paymentsUrl,
+      orders: new RedisOrderBook({ redis, prefix: layout.orders }),
+    });
+    const worker = await OnceWorker.create({
+      queueName: options.queue,
+      connection: bullConnection,
+      store,
+      tools: tools.all,
+      concurrency: options.concurrency ?? 50,
+      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+      ...(options.jobRetry === undefined ? {} : { jobRetry: options.jobRetry }),
+      workerOptions: {
+        prefix: layout.bull,
+        ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
+        ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
+        // A SIGKILLed worker's jobs stall once; a loaded machine may stall one more time. Past that, fail.
+        maxStalledCount: 3,
+      },
+    });
+    // BullMQ reports a failed lock renewal or a lost connection here; without a listener Node would throw.
+    worker.worker.on("error", (error) => process.stderr.write(`worker: ${error.message}\n`));
+    return {
+      worker,
+      async close(force = false) {
+        try {
+          await worker.close(force);
+        } finally {
+          await Promise.allSettled([redis.quit(), bullConnection.quit()]);
+        }
+      },
+    };
+  } catch (error) {
+    redis.disconnect();
+    bullConnection.disconnect();
+    throw error;
+  }
+}
