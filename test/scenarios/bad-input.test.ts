@@ -12,7 +12,6 @@ import {
   InvalidInputError,
   jobIdForKey,
   MissingStepIdentityError,
-  ReplayedFailureError,
   StoreUnavailableError,
   UnknownToolError,
 } from "@once/core";

@@ -1,8 +1,8 @@
 import {
   type AnyTool,
   assertRetryWindow,
-  CallFailedError,
   type BackoffSetting,
+  CallFailedError,
   DEFAULT_NAMESPACE,
   DispatchTimeoutError,
   deriveKey,
