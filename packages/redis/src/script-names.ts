@@ -1,8 +1,8 @@
 /**
- * The version in every script's registered name (`once_v1_claim`). Bump it whenever a script or the record
+ * The version in every script's registered name (`once_v2_claim`). Bump it whenever a script or the record
  * layout changes, so two versions of @once/redis sharing one client never run each other's scripts.
  */
-export const SCRIPT_VERSION = "v1";
+export const SCRIPT_VERSION = "v2";
 
 /** Every Lua script, by the name of its file in `lua/` (without `-<numberOfKeys>.lua`). */
 export const SCRIPT_NAMES = [
@@ -22,7 +22,7 @@ export const SCRIPT_NAMES = [
 
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
-/** The ioredis command a script is registered as: `begin-effect` → `once_v1_begin_effect`. */
+/** The ioredis command a script is registered as: `begin-effect` → `once_v2_begin_effect`. */
 export function commandName(script: ScriptName): string {
   return `once_${SCRIPT_VERSION}_${script.replaceAll("-", "_")}`;
 }

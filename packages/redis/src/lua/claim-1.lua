@@ -44,8 +44,14 @@ local function grant(code, newState, from)
 end
 
 if not state then
-  redis.call('HSET', key, 'fp', ARGV[1], 'tool', ARGV[2], 'fence', 0, 'claims', 0, 'created_at', now)
-  return grant(1, 'claimed')
+  -- grant() for a record born now, written in one HSET: the commonest claim, and fewer calls cost Redis less.
+  local token = '1.' .. ARGV[6]
+  local leaseUntil = now + tonumber(ARGV[4])
+  redis.call('HSET', key, 'fp', ARGV[1], 'tool', ARGV[2], 'fence', 1, 'claims', 1, 'created_at', now,
+    'state', 'claimed', 'phase', ARGV[3], 'owner', token, 'lease_until', leaseUntil, 'updated_at', now)
+  if ARGV[7] ~= '' then redis.call('HSET', key, 'trace', ARGV[7]) end
+  redis.call('PEXPIRE', key, ARGV[5])
+  return {1, 1, token, leaseUntil, 1}
 end
 
 if r[5] ~= ARGV[1] then return {7, r[6]} end
