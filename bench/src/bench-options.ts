@@ -1,0 +1,94 @@
+import { parseArgs } from "node:util";
+
+export const SECTIONS = ["throughput", "store", "roundTrips", "memory", "latency", "scaling"] as const;
+export type Section = (typeof SECTIONS)[number];
+
+export interface BenchOptions {
+  /** Where to write the JSON report, if anywhere. */
+  jsonPath: string | undefined;
+  /** Use this Redis instead of spawning a throwaway redis-server. */
+  redisUrl: string | undefined;
+  redisServerBin: string;
+  sections: readonly Section[];
+  /** Interleaved rounds of the worker comparisons; medians are taken over them. */
+  rounds: number;
+  /** Interleaved rounds of the store and latency comparisons (short, so more of them). */
+  storeRounds: number;
+  /** Jobs per throughput side per round. */
+  jobs: number;
+  /** Records measured for the memory figure. */
+  memoryRecords: number;
+  /** How long one side of one store round runs, in ms. */
+  storeRoundMs: number;
+  /** Write a CPU profile of each timed worker run here. */
+  profileDir: string | undefined;
+  /** Only these throughput sides (for profiling one of them), e.g. `once`. */
+  sides: readonly string[] | undefined;
+  /** Directory with a pre-change build (`bullmq/index.js`, `redis/index.js`) to run as the "before" side. */
+  baselineDir: string | undefined;
+}
+
+const USAGE = `usage: node bench/dist/main.js [--json PATH] [--only SECTION,…] [--rounds N] [--store-rounds N] [--jobs N]
+       [--memory-records N] [--store-round-ms MS] [--redis-url URL] [--baseline DIR] [--sides NAME,…] [--profile-dir DIR] [--quick]
+
+sections: ${SECTIONS.join(", ")}
+By default a throwaway redis-server (REDIS_SERVER_BIN, else redis-server on PATH) is started on a free port
+and stopped at the end; --redis-url uses an existing Redis instead (unique prefixes, cleaned up afterwards).`;
+
+/** Reads the command line. `pnpm bench -- --json x` hands us a literal "--" first: skip it. */
+export function parseBenchOptions(argv: readonly string[]): BenchOptions {
+  const args = argv[0] === "--" ? argv.slice(1) : argv;
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      json: { type: "string" },
+      only: { type: "string" },
+      rounds: { type: "string" },
+      "store-rounds": { type: "string" },
+      jobs: { type: "string" },
+      "memory-records": { type: "string" },
+      "store-round-ms": { type: "string" },
+      "redis-url": { type: "string" },
+      baseline: { type: "string" },
+      sides: { type: "string" },
+      "profile-dir": { type: "string" },
+      quick: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  const quick = values.quick === true;
+  const sections = values.only === undefined ? [...SECTIONS] : values.only.split(",").map(section);
+  return {
+    jsonPath: values.json,
+    redisUrl: values["redis-url"],
+    redisServerBin: process.env.REDIS_SERVER_BIN || "redis-server",
+    sections,
+    rounds: integer("rounds", values.rounds, quick ? 3 : 5),
+    storeRounds: integer("store-rounds", values["store-rounds"], quick ? 4 : 10),
+    jobs: integer("jobs", values.jobs, quick ? 2_000 : 10_000),
+    memoryRecords: integer("memory-records", values["memory-records"], quick ? 10_000 : 100_000),
+    storeRoundMs: integer("store-round-ms", values["store-round-ms"], quick ? 200 : 300),
+    baselineDir: values.baseline,
+    profileDir: values["profile-dir"],
+    sides: values.sides?.split(",").map((s) => s.trim()),
+  };
+}
+
+function section(name: string): Section {
+  const found = SECTIONS.find((s) => s.toLowerCase() === name.trim().toLowerCase());
+  if (!found) throw new Error(`unknown section ${JSON.stringify(name)}\n${USAGE}`);
+  return found;
+}
+
+function integer(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0)
+    throw new Error(`--${name} must be a positive integer, got ${value}`);
+  return n;
+}

@@ -1,0 +1,193 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { createCallProcessor } from "@once/bullmq";
+import { RedisStore } from "@once/redis";
+import type { BenchContext, OnceBuild } from "./bench-context.js";
+import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
+import { compareClaimLatency } from "./latency.js";
+import { measureMemory } from "./memory.js";
+import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
+import { type Results, toJson, toTable } from "./report.js";
+import { countRoundTrips } from "./round-trips.js";
+import { infoField } from "./server-stats.js";
+import { compareStores, type StoreComparison } from "./store-bench.js";
+import { compareWorkers, type WorkerComparison, type WorkerSide } from "./throughput.js";
+import { RESULT_100, resultOfSize } from "./workload.js";
+
+async function main(): Promise<void> {
+  const options = parseBenchOptions(process.argv.slice(2));
+  const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+  const target = options.redisUrl
+    ? await useExistingRedis(options.redisUrl)
+    : await startDedicatedRedis(options.redisServerBin);
+  const stopOnSignal = () => {
+    void target.stop().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", stopOnSignal);
+  process.once("SIGTERM", stopOnSignal);
+  const probe = target.connect();
+  const prefix = `bench:${Date.now().toString(36)}${randomBytes(3).toString("hex")}:`;
+  const started = performance.now();
+  try {
+    const builds = await loadBuilds(options);
+    const ctx: BenchContext = { options, target, prefix, probe, builds, log };
+    log(
+      `Redis ${target.dedicated ? "spawned for this run" : "shared (commandstats include other clients)"} at ` +
+        `${target.host}:${target.port}; measuring ${builds.map((b) => b.label).join(" and ")}`,
+    );
+    const results: Results = {
+      machine: await machine(ctx),
+      settings: {
+        rounds: options.rounds,
+        storeRounds: options.storeRounds,
+        jobs: options.jobs,
+        storeRoundMs: options.storeRoundMs,
+        memoryRecords: options.memoryRecords,
+      },
+      builds: builds.map((b) => b.label),
+    };
+    const want = (section: BenchOptions["sections"][number]) => options.sections.includes(section);
+
+    if (want("throughput")) {
+      log(`throughput: ${options.rounds} rounds of ${options.jobs} jobs per side`);
+      const sides: WorkerSide[] = [{ name: "raw" }];
+      for (const build of builds) {
+        const name = build.label;
+        sides.push({ name, build }, { name: `${name} replay`, build, replay: true });
+      }
+      const chosen = options.sides ? sides.filter((s) => options.sides?.includes(s.name)) : sides;
+      results.throughput = await compareWorkers(ctx, {
+        sides: chosen,
+        concurrency: 50,
+        jobs: options.jobs,
+        rounds: options.rounds,
+      });
+    }
+    if (want("store")) {
+      results.store = [];
+      for (const concurrency of [1, 50]) {
+        log(`store: concurrency ${concurrency}`);
+        results.store.push(
+          await compareStores(ctx, {
+            concurrency,
+            result: RESULT_100,
+            rounds: options.storeRounds,
+            roundMs: options.storeRoundMs,
+            localCache: true,
+            autoPipelining: true,
+          }),
+        );
+      }
+    }
+    if (want("roundTrips")) {
+      log("round trips");
+      results.roundTrips = await countRoundTrips(ctx);
+    }
+    if (want("memory")) {
+      log(`memory: ${options.memoryRecords} records`);
+      results.memory = await measureMemory(ctx, options.memoryRecords);
+    }
+    if (want("latency")) {
+      results.latency = [];
+      for (const concurrency of [1, 50]) {
+        log(`latency: concurrency ${concurrency}`);
+        results.latency.push(
+          await compareClaimLatency(ctx, {
+            concurrency,
+            rounds: options.rounds,
+            roundMs: options.storeRoundMs * 2,
+          }),
+        );
+      }
+    }
+    if (want("scaling")) {
+      const rounds = Math.min(3, options.rounds);
+      const roundMs = options.storeRoundMs;
+      const resultSize: StoreComparison[] = [];
+      for (const bytes of [100, 1_024, 65_536]) {
+        log(`scaling: ${bytes}-byte result`);
+        resultSize.push(
+          await compareStores(ctx, { concurrency: 50, result: resultOfSize(bytes), rounds, roundMs }),
+        );
+      }
+      const concurrency: StoreComparison[] = [];
+      const workers: WorkerComparison[] = [];
+      const jobs = Math.min(options.jobs, 2_000);
+      for (const c of [1, 10, 50, 200]) {
+        log(`scaling: concurrency ${c}`);
+        concurrency.push(await compareStores(ctx, { concurrency: c, result: RESULT_100, rounds, roundMs }));
+        workers.push(
+          await compareWorkers(ctx, {
+            sides: [{ name: "raw" }, { name: "once", build: builds[0] }],
+            concurrency: c,
+            jobs: c === 1 ? Math.min(jobs, 1_000) : jobs,
+            rounds,
+          }),
+        );
+      }
+      results.scaling = { resultSize, concurrency, workers };
+    }
+
+    results.machine.benchSeconds = Math.round((performance.now() - started) / 1000);
+    console.log(toTable(results));
+    if (options.jsonPath) {
+      writeFileSync(options.jsonPath, `${JSON.stringify(toJson(results), null, 2)}\n`);
+      log(`wrote ${options.jsonPath}`);
+    }
+  } finally {
+    await cleanUp(target, probe, prefix).catch((error) => log(`clean-up failed: ${error}`));
+    probe.disconnect();
+    await target.stop();
+  }
+}
+
+/** The current build, and with --baseline a pre-change build of @once/redis and @once/bullmq to compare. */
+async function loadBuilds(options: BenchOptions): Promise<OnceBuild[]> {
+  const builds: OnceBuild[] = [{ label: "once", RedisStore, createCallProcessor }];
+  if (options.baselineDir) {
+    const dir = path.resolve(options.baselineDir);
+    const redis = (await import(pathToFileURL(path.join(dir, "redis/index.js")).href)) as {
+      RedisStore: typeof RedisStore;
+    };
+    const bullmq = (await import(pathToFileURL(path.join(dir, "bullmq/index.js")).href)) as {
+      createCallProcessor: typeof createCallProcessor;
+    };
+    builds.push({
+      label: "before",
+      RedisStore: redis.RedisStore,
+      createCallProcessor: bullmq.createCallProcessor,
+    });
+  }
+  return builds;
+}
+
+async function machine(ctx: BenchContext): Promise<Record<string, unknown>> {
+  const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
+  return {
+    cores: os.availableParallelism(),
+    cpu: /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? "unknown",
+    node: process.version,
+    redis: await infoField(ctx.probe, "server", "redis_version"),
+    redisDedicated: ctx.target.dedicated,
+    loadAverageAtStart: os.loadavg().map((l) => Number(l.toFixed(2))),
+  };
+}
+
+/** Deletes every key this run made on a shared Redis (a spawned server goes away whole). */
+async function cleanUp(target: RedisTarget, probe: BenchContext["probe"], prefix: string): Promise<void> {
+  if (target.dedicated) return;
+  let cursor = "0";
+  do {
+    const [next, keys] = await probe.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
+    cursor = next;
+    if (keys.length > 0) await probe.unlink(...keys);
+  } while (cursor !== "0");
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

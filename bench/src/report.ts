@@ -1,0 +1,400 @@
+import type { LatencyFigures } from "./latency.js";
+import type { MemoryFigures } from "./memory.js";
+import type { CommandCount, RoundTrips } from "./round-trips.js";
+import { median, ratio, round } from "./stats.js";
+import type { StoreComparison } from "./store-bench.js";
+import type { WorkerComparison } from "./throughput.js";
+
+/** Everything the sections measured; a section not run is undefined. */
+export interface Results {
+  machine: Record<string, unknown>;
+  settings: Record<string, unknown>;
+  builds: string[];
+  throughput?: WorkerComparison;
+  store?: StoreComparison[];
+  roundTrips?: RoundTrips;
+  memory?: MemoryFigures;
+  latency?: LatencyFigures[];
+  scaling?: { resultSize: StoreComparison[]; concurrency: StoreComparison[]; workers: WorkerComparison[] };
+}
+
+/** Median over rounds of a / b within each round. */
+function roundRatio(a: readonly number[] = [], b: readonly number[] = []): number {
+  return median(a.map((x, i) => ratio(x, b[i] ?? Number.NaN)));
+}
+
+function storeFigures(s: StoreComparison) {
+  return {
+    onceCyclesPerSec: round(s.cyclesPerSec.once ?? Number.NaN),
+    powertoolsCyclesPerSec: round(s.cyclesPerSec.powertools ?? Number.NaN),
+    naiveCyclesPerSec: round(s.cyclesPerSec.naive ?? Number.NaN),
+    onceReplaysPerSec: round(s.replaysPerSec.once ?? Number.NaN),
+    powertoolsReplaysPerSec: round(s.replaysPerSec.powertools ?? Number.NaN),
+    naiveReplaysPerSec: round(s.replaysPerSec.naive ?? Number.NaN),
+    ...(s.replaysPerSec["powertools+lru"] === undefined
+      ? {}
+      : { powertoolsLocalCacheReplaysPerSec: round(s.replaysPerSec["powertools+lru"]) }),
+    ...(s.cyclesPerSec.before === undefined
+      ? {}
+      : {
+          beforeCyclesPerSec: round(s.cyclesPerSec.before),
+          beforeReplaysPerSec: round(s.replaysPerSec.before ?? Number.NaN),
+        }),
+    contenders: Object.fromEntries(
+      Object.keys(s.cyclesPerSec).map((name) => [
+        name,
+        {
+          cyclesPerSec: round(s.cyclesPerSec[name] ?? Number.NaN),
+          replaysPerSec: round(s.replaysPerSec[name] ?? Number.NaN),
+          cycleCpuUs: {
+            node: round(s.cycleCpu[name]?.nodeUs ?? Number.NaN),
+            redis: round(s.cycleCpu[name]?.redisUs ?? Number.NaN),
+          },
+          replayCpuUs: {
+            node: round(s.replayCpu[name]?.nodeUs ?? Number.NaN),
+            redis: round(s.replayCpu[name]?.redisUs ?? Number.NaN),
+          },
+        },
+      ]),
+    ),
+    replayRatioToPowertools: round(roundRatio(s.replayRounds.once, s.replayRounds.powertools)),
+    cycleRatioToPowertools: round(roundRatio(s.cycleRounds.once, s.cycleRounds.powertools)),
+    resultBytes: s.resultBytes,
+  };
+}
+
+function flatCount(worker: CommandCount, store: CommandCount) {
+  return {
+    roundTrips: worker.roundTrips,
+    commands: worker.commands,
+    scripts: worker.scripts,
+    onceRoundTrips: store.roundTrips,
+    onceCommands: store.commands,
+    byCommand: worker.byCommand,
+    onceByCommand: store.byCommand,
+  };
+}
+
+/** The JSON written by --json: the figures the issue names at the top of each section, details below. */
+export function toJson(results: Results): Record<string, unknown> {
+  const json: Record<string, unknown> = {
+    machine: results.machine,
+    settings: results.settings,
+    builds: results.builds,
+  };
+  const t = results.throughput;
+  if (t) {
+    const side = (name: string) => t.sides[name];
+    json.throughput = {
+      rawJobsPerSec: round(side("raw")?.jobsPerSec ?? Number.NaN),
+      onceJobsPerSec: round(side("once")?.jobsPerSec ?? Number.NaN),
+      onceReplayJobsPerSec: round(side("once replay")?.jobsPerSec ?? Number.NaN),
+      ratio: round(side("once")?.ratioToFirst ?? Number.NaN),
+      replayRatio: round(side("once replay")?.ratioToFirst ?? Number.NaN),
+      concurrency: t.concurrency,
+      jobs: t.jobs,
+      note: "ratio: median over rounds of once/raw in the same round",
+      sides: Object.fromEntries(
+        Object.entries(t.sides).map(([name, s]) => [
+          name,
+          {
+            jobsPerSec: round(s.jobsPerSec),
+            ratioToRaw: round(s.ratioToFirst),
+            nodeCpuUsPerJob: round(s.nodeCpuUsPerJob),
+            redisCpuUsPerJob: round(s.redisCpuUsPerJob),
+            eventLoop: round(s.eventLoop, 2),
+            rounds: s.rounds.map((r) => round(r)),
+          },
+        ]),
+      ),
+    };
+  }
+  if (results.store) {
+    const at = (c: number) => results.store?.find((s) => s.concurrency === c);
+    const head = at(50) ?? results.store[results.store.length - 1];
+    json.store = {
+      ...(head ? storeFigures(head) : {}),
+      concurrency: head?.concurrency,
+      byConcurrency: Object.fromEntries(results.store.map((s) => [String(s.concurrency), storeFigures(s)])),
+    };
+  }
+  const rt = results.roundTrips;
+  if (rt) {
+    json.roundTrips = {
+      ...Object.fromEntries(
+        Object.entries(rt.outcomes).map(([outcome, c]) => [outcome, flatCount(c.worker, c.store)]),
+      ),
+      raw: {
+        roundTrips: rt.raw.roundTrips,
+        commands: rt.raw.commands,
+        scripts: rt.raw.scripts,
+        byCommand: rt.raw.byCommand,
+      },
+      jobs: rt.jobs,
+      note:
+        "per job. commands: INFO commandstats delta (script calls and every command run inside them); " +
+        "roundTrips: commands clients sent; once*: once's store calls alone, measured without BullMQ",
+    };
+  }
+  if (results.memory) json.memory = results.memory;
+  if (results.latency) {
+    const head =
+      results.latency.find((l) => l.concurrency === 50) ?? results.latency[results.latency.length - 1];
+    json.latency = {
+      ...head,
+      byConcurrency: Object.fromEntries(results.latency.map((l) => [String(l.concurrency), l])),
+    };
+  }
+  if (results.scaling) {
+    json.scaling = {
+      resultSize: results.scaling.resultSize.map(storeFigures),
+      concurrency: results.scaling.concurrency.map((s) => ({
+        concurrency: s.concurrency,
+        ...storeFigures(s),
+      })),
+      workers: results.scaling.workers.map((w) => ({
+        concurrency: w.concurrency,
+        jobs: w.jobs,
+        rawJobsPerSec: round(w.sides.raw?.jobsPerSec ?? Number.NaN),
+        onceJobsPerSec: round(w.sides.once?.jobsPerSec ?? Number.NaN),
+        ratio: round(w.sides.once?.ratioToFirst ?? Number.NaN),
+      })),
+    };
+  }
+  json.goals = goals(results);
+  return json;
+}
+
+function goals(results: Results) {
+  const out: Record<string, unknown> = {};
+  const once = results.throughput?.sides.once;
+  if (once)
+    out.firstRunThroughput = {
+      target: ">= 0.85 x raw",
+      measured: round(once.ratioToFirst),
+      met: once.ratioToFirst >= 0.85,
+    };
+  if (results.store) {
+    const ratios = results.store.map((s) => ({
+      concurrency: s.concurrency,
+      ratio: round(roundRatio(s.replayRounds.once, s.replayRounds.powertools)),
+    }));
+    out.replaysVsPowertools = {
+      target: ">= 1.5 x",
+      measured: ratios,
+      met: ratios.every((r) => r.ratio >= 1.5),
+    };
+  }
+  if (results.latency) {
+    const ratios = results.latency.map((l) => ({ concurrency: l.concurrency, ratio: l.p99Ratio }));
+    out.claimP99VsSetNx = { target: "<= 1.5 x", measured: ratios, met: ratios.every((r) => r.ratio <= 1.5) };
+  }
+  return out;
+}
+
+const n0 = (v: number | undefined) =>
+  v === undefined || Number.isNaN(v) ? "-" : Math.round(v).toLocaleString("en-US");
+const n2 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(2));
+const n3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(3));
+
+function table(headers: string[], rows: (string | number)[][]): string {
+  const cells = [headers, ...rows.map((r) => r.map(String))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
+  const line = (r: string[]) =>
+    `  ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join("  ")}`;
+  return [line(headers), line(widths.map((w) => "-".repeat(w))), ...cells.slice(1).map(line)].join("\n");
+}
+
+/** The human-readable table `pnpm bench` prints. */
+export function toTable(results: Results): string {
+  const m = results.machine;
+  const out: string[] = [
+    `once bench: ${m.cores} cores (${m.cpu}), Node ${m.node}, Redis ${m.redis} (${m.redisDedicated ? "dedicated server" : "shared server"}), load average ${(m.loadAverageAtStart as number[]).join(" ")} at start`,
+    `medians of interleaved rounds (workers ${results.settings.rounds}, store and latency ${results.settings.storeRounds}); ` +
+      "ratios are medians of per-round ratios",
+  ];
+  const t = results.throughput;
+  if (t) {
+    out.push(
+      "",
+      `Worker throughput: BullMQ, concurrency ${t.concurrency}, ${n0(t.jobs)} no-op effect jobs per side per round`,
+    );
+    out.push(
+      table(
+        ["side", "jobs/s", "x raw", "Node CPU us/job", "Redis CPU us/job", "event loop"],
+        Object.entries(t.sides).map(([name, s]) => [
+          name,
+          n0(s.jobsPerSec),
+          n2(s.ratioToFirst),
+          n0(s.nodeCpuUsPerJob),
+          n0(s.redisCpuUsPerJob),
+          n2(s.eventLoop),
+        ]),
+      ),
+    );
+  }
+  if (results.store) {
+    out.push("", "Store: claim+complete cycles/s and replays/s, same Redis, same payload, 100-byte result");
+    const rows: (string | number)[][] = [];
+    for (const s of results.store) {
+      for (const name of Object.keys(s.cyclesPerSec)) {
+        rows.push([
+          String(s.concurrency),
+          name,
+          n0(s.cyclesPerSec[name]),
+          n0(s.replaysPerSec[name]),
+          n2(roundRatio(s.replayRounds[name], s.replayRounds.powertools)),
+          `${n0(s.cycleCpu[name]?.nodeUs)} / ${n0(s.cycleCpu[name]?.redisUs)}`,
+          `${n0(s.replayCpu[name]?.nodeUs)} / ${n0(s.replayCpu[name]?.redisUs)}`,
+        ]);
+      }
+    }
+    out.push(
+      table(
+        [
+          "concurrency",
+          "contender",
+          "cycles/s",
+          "replays/s",
+          "replays x powertools",
+          "cycle CPU us (node/redis)",
+          "replay CPU us (node/redis)",
+        ],
+        rows,
+      ),
+    );
+  }
+  const rt = results.roundTrips;
+  if (rt) {
+    out.push(
+      "",
+      `Redis commands per job (INFO commandstats deltas over ${n0(rt.jobs)} jobs; round trips counted at the clients)`,
+    );
+    const rows: (string | number)[][] = [
+      ["raw BullMQ", n2(rt.raw.roundTrips), n2(rt.raw.commands), "-", "-"],
+    ];
+    for (const [outcome, c] of Object.entries(rt.outcomes)) {
+      rows.push([
+        outcome,
+        n2(c.worker.roundTrips),
+        n2(c.worker.commands),
+        n2(c.store.roundTrips),
+        n2(c.store.commands),
+      ]);
+    }
+    out.push(table(["job", "round trips", "commands run", "once's round trips", "once's commands"], rows));
+  }
+  const mem = results.memory;
+  if (mem) {
+    out.push("", `Memory of a done record, ${mem.resultBytes}-byte result (${mem.encoding})`);
+    out.push(
+      table(
+        ["figure", "bytes"],
+        [
+          ["MEMORY USAGE per record (median)", n0(mem.bytesPerRecord)],
+          [`used_memory growth per record (${n0(mem.recordsMeasured)} records)`, n0(mem.usedMemoryPerRecord)],
+          ["1M records, extrapolated", `${(mem.bytesFor1M / 2 ** 20).toFixed(0)} MiB`],
+          ...(mem.listpackBytesPerRecord === undefined
+            ? []
+            : [["per record with hash-max-listpack-value 1024", n0(mem.listpackBytesPerRecord)]]),
+          ["Powertools record (string)", n0(mem.powertoolsBytesPerRecord)],
+          ["naive record (string)", n0(mem.naiveBytesPerRecord)],
+          ...Object.entries(mem.byResultSize).map(([bytes, v]) => [
+            `once record, ${bytes}-byte result`,
+            n0(v),
+          ]),
+        ],
+      ),
+    );
+  }
+  if (results.latency) {
+    out.push("", "Latency: a claim vs a plain SET NX on the same connection (ms)");
+    out.push(
+      table(
+        ["concurrency", "claim p50", "claim p99", "SET NX p50", "SET NX p99", "p99 ratio"],
+        results.latency.map((l) => [
+          String(l.concurrency),
+          n3(l.claimP50Ms),
+          n3(l.claimP99Ms),
+          n3(l.setNxP50Ms),
+          n3(l.setNxP99Ms),
+          n2(l.p99Ratio),
+        ]),
+      ),
+    );
+  }
+  const sc = results.scaling;
+  if (sc) {
+    out.push("", "Scaling: store cycles/s and replays/s by result size (concurrency 50)");
+    out.push(
+      table(
+        [
+          "result",
+          "once cycles",
+          "powertools cycles",
+          "naive cycles",
+          "once replays",
+          "powertools replays",
+          "naive replays",
+        ],
+        sc.resultSize.map((s) => [
+          `${s.resultBytes} B`,
+          n0(s.cyclesPerSec.once),
+          n0(s.cyclesPerSec.powertools),
+          n0(s.cyclesPerSec.naive),
+          n0(s.replaysPerSec.once),
+          n0(s.replaysPerSec.powertools),
+          n0(s.replaysPerSec.naive),
+        ]),
+      ),
+    );
+    out.push("", "Scaling: store by concurrency (100-byte result), and workers raw vs once");
+    out.push(
+      table(
+        [
+          "concurrency",
+          "once cycles",
+          "powertools cycles",
+          "once replays",
+          "powertools replays",
+          "raw jobs/s",
+          "once jobs/s",
+          "x raw",
+        ],
+        sc.concurrency.map((s) => {
+          const w = sc.workers.find((x) => x.concurrency === s.concurrency);
+          return [
+            String(s.concurrency),
+            n0(s.cyclesPerSec.once),
+            n0(s.cyclesPerSec.powertools),
+            n0(s.replaysPerSec.once),
+            n0(s.replaysPerSec.powertools),
+            n0(w?.sides.raw?.jobsPerSec),
+            n0(w?.sides.once?.jobsPerSec),
+            n2(w?.sides.once?.ratioToFirst),
+          ];
+        }),
+      ),
+    );
+  }
+  const g = goals(results) as Record<string, { target: string; measured: unknown; met: boolean }>;
+  if (Object.keys(g).length > 0) {
+    out.push("", "Goals");
+    out.push(
+      table(
+        ["goal", "target", "measured", "met"],
+        Object.entries(g).map(([name, v]) => [
+          name,
+          v.target,
+          Array.isArray(v.measured)
+            ? v.measured
+                .map((m: { concurrency: number; ratio: number }) => `c${m.concurrency}: ${n2(m.ratio)}`)
+                .join(", ")
+            : n2(v.measured as number),
+          v.met ? "yes" : "NO",
+        ]),
+      ),
+    );
+  }
+  return out.join("\n");
+}

@@ -1,0 +1,187 @@
+import { CALL_VERSION, type CallData } from "@once/bullmq";
+import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
+import type { RedisStore } from "@once/redis";
+import { type Job, Queue, Worker } from "bullmq";
+import type { BenchContext, OnceBuild } from "./bench-context.js";
+import { interleave } from "./interleave.js";
+import { profiled } from "./profiler.js";
+import { median } from "./stats.js";
+import { type Usage, withUsage } from "./usage.js";
+import { INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+
+/** One side of the worker comparison: the plain processor, or a build of once running or replaying. */
+export interface WorkerSide {
+  name: string;
+  build?: OnceBuild;
+  replay?: boolean;
+  /** Give the store's ioredis client `enableAutoPipelining` (commands of one tick go in one write). */
+  autoPipelining?: boolean;
+}
+
+export interface SideFigures {
+  /** Median jobs per second over the rounds. */
+  jobsPerSec: number;
+  /** Median over the rounds of this side's jobs/s over the first side's (raw) in the same round. */
+  ratioToFirst: number;
+  /** Median CPU time per job: this Node process (BullMQ and once), and the Redis server. */
+  nodeCpuUsPerJob: number;
+  redisCpuUsPerJob: number;
+  /** Median event-loop utilisation while the side ran. */
+  eventLoop: number;
+  rounds: number[];
+}
+
+export interface WorkerComparison {
+  concurrency: number;
+  jobs: number;
+  sides: Record<string, SideFigures>;
+}
+
+const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: true } as const;
+
+/**
+ * The same N no-op jobs through a plain BullMQ worker and through once's processor (every job run, or every
+ * job replayed from a done record), sides interleaved round by round. The queue is filled before the worker
+ * starts; the clock runs from `worker.run()` to the N-th `completed` event.
+ */
+export async function compareWorkers(
+  ctx: BenchContext,
+  settings: { sides: readonly WorkerSide[]; concurrency: number; jobs: number; rounds: number },
+): Promise<WorkerComparison> {
+  const { concurrency, jobs, rounds } = settings;
+  const tool = noopEffectTool();
+  const resultText = JSON.stringify(RESULT_100);
+  const stores = new Map<string, { store: RedisStore; close(): Promise<unknown> }>();
+  const storeFor = async (side: WorkerSide): Promise<RedisStore | undefined> => {
+    if (!side.build) return undefined;
+    const id = `${ctx.builds.indexOf(side.build)}${side.autoPipelining ? "p" : ""}`;
+    let entry = stores.get(id);
+    if (!entry) {
+      const redis = ctx.target.connect({ autoPipelining: side.autoPipelining === true });
+      const store = await side.build.RedisStore.create({
+        redis: redis as never,
+        prefix: `${ctx.prefix}w${id}:`,
+        checks: false,
+      });
+      entry = { store, close: () => redis.quit() };
+      stores.set(id, entry);
+    }
+    return entry.store;
+  };
+  const queueConnection = ctx.target.connect({ forWorker: true });
+  const bullPrefix = `${ctx.prefix}bull`;
+  let serial = 0;
+
+  const runSide = async (side: WorkerSide, jobs: number): Promise<{ jobsPerSec: number; usage: Usage }> => {
+    const id = serial++;
+    const queueName = `c${concurrency}-${id}`;
+    const taskId = `${ctx.prefix}${queueName}`;
+    const queue = new Queue(queueName, { connection: queueConnection, prefix: bullPrefix });
+    const calls = Array.from({ length: jobs }, (_, i) => {
+      const data: CallData = {
+        v: CALL_VERSION,
+        tool: TOOL_NAME,
+        namespace: "bench",
+        taskId,
+        stepId: String(i),
+        input: INPUT,
+      };
+      const key = deriveKey({ namespace: "bench", taskId, stepId: String(i) });
+      return { data, key };
+    });
+    const onceStore = await storeFor(side);
+    if (side.replay && onceStore) {
+      // Every key already done, as a retry after the first run finds it. Untimed.
+      const print = fingerprint(TOOL_NAME, INPUT);
+      for (let i = 0; i < calls.length; i += 200) {
+        await Promise.all(
+          calls.slice(i, i + 200).map(async ({ key }) => {
+            const claim = await onceStore.claim({
+              key,
+              fingerprint: print,
+              tool: TOOL_NAME,
+              phase: "effect",
+              leaseMs: 30_000,
+            });
+            if (claim.outcome !== "acquired") throw new Error(`seeding ${key}: ${claim.outcome}`);
+            await onceStore.complete(key, claim.token, resultText);
+          }),
+        );
+      }
+    }
+    for (let i = 0; i < calls.length; i += 1_000) {
+      await queue.addBulk(
+        calls.slice(i, i + 1_000).map(({ data, key }) => ({
+          name: TOOL_NAME,
+          data,
+          opts: { ...JOB_OPTIONS, jobId: jobIdForKey(key) },
+        })),
+      );
+    }
+
+    const processor =
+      side.build && onceStore
+        ? side.build.createCallProcessor({ store: onceStore, tools: [tool] })
+        : async (_job: Job) => RESULT_100;
+    const connection = ctx.target.connect({ forWorker: true });
+    const worker = new Worker(queueName, processor, {
+      connection,
+      prefix: bullPrefix,
+      concurrency,
+      autorun: false,
+    });
+    let completed = 0;
+    let failure: Error | undefined;
+    const finished = new Promise<void>((resolve, reject) => {
+      worker.on("completed", () => {
+        if (++completed === jobs) resolve();
+      });
+      worker.on("failed", (_job, error) => {
+        failure ??= error;
+        reject(error);
+      });
+    });
+    await worker.waitUntilReady();
+    try {
+      const { usage } = await withUsage(ctx.probe, () =>
+        profiled(ctx.options.profileDir, `${side.name}-c${concurrency}-${id}`, async () => {
+          void worker.run();
+          await finished;
+        }),
+      );
+      return { jobsPerSec: jobs / usage.seconds, usage };
+    } catch (error) {
+      throw new Error(`${side.name}: a job failed: ${failure?.message ?? error}`, { cause: error });
+    } finally {
+      await worker.close();
+      await queue.obliterate({ force: true }).catch(() => {});
+      await queue.close();
+      await connection.quit();
+    }
+  };
+
+  try {
+    // One small untimed pass per side warms the JIT, the scripts and the connections.
+    for (const side of settings.sides) await runSide(side, Math.min(jobs, 1_000));
+    const names = settings.sides.map((s) => s.name);
+    const bySide = new Map(settings.sides.map((s) => [s.name, s]));
+    const results = await interleave(names, rounds, (name) => runSide(bySide.get(name) as WorkerSide, jobs));
+    const sides: Record<string, SideFigures> = {};
+    const first = results[names[0] as string] ?? [];
+    for (const name of names) {
+      const list = results[name] ?? [];
+      sides[name] = {
+        jobsPerSec: median(list.map((r) => r.jobsPerSec)),
+        ratioToFirst: median(list.map((r, i) => r.jobsPerSec / (first[i]?.jobsPerSec ?? Number.NaN))),
+        nodeCpuUsPerJob: median(list.map((r) => (r.usage.nodeCpu * r.usage.seconds * 1e6) / jobs)),
+        redisCpuUsPerJob: median(list.map((r) => (r.usage.redisCpu * r.usage.seconds * 1e6) / jobs)),
+        eventLoop: median(list.map((r) => r.usage.eventLoop)),
+        rounds: list.map((r) => r.jobsPerSec),
+      };
+    }
+    return { concurrency, jobs, sides };
+  } finally {
+    await queueConnection.quit();
+    for (const { close } of stores.values()) await close();
+  }
+}

@@ -1,0 +1,44 @@
+import { type AnyTool, defineTool } from "@once/core";
+import { z } from "zod";
+
+/** The call every contender makes: a charge of about 100 bytes of JSON. */
+export const INPUT = {
+  orderId: "ord_7f3a9c21",
+  amountCents: 4200,
+  currency: "EUR",
+  customerId: "cus_4b1d7e90c2",
+  description: "bench",
+} as const;
+
+export const TOOL_NAME = "charge_card";
+
+/** A result whose JSON is exactly `bytes` long (at least 40). */
+export function resultOfSize(bytes: number): { id: string; status: string; pad: string } {
+  const bare = { id: "ch_3Pq8Zk2eZvKYlo2C", status: "succeeded", pad: "" };
+  const pad = bytes - JSON.stringify(bare).length;
+  if (pad < 0) throw new RangeError(`a result cannot be shorter than ${JSON.stringify(bare).length} bytes`);
+  return { ...bare, pad: "x".repeat(pad) };
+}
+
+export const RESULT_100 = resultOfSize(100);
+
+const input = z.object({
+  orderId: z.string(),
+  amountCents: z.number().int(),
+  currency: z.string(),
+  customerId: z.string(),
+  description: z.string(),
+});
+const output = z.object({ id: z.string(), status: z.string(), pad: z.string() });
+
+/** The no-op effect tool: validated like any tool, touches nothing, returns `result`. */
+export function noopEffectTool(result: z.input<typeof output> = RESULT_100): AnyTool {
+  return defineTool({
+    name: TOOL_NAME,
+    kind: "effect",
+    input,
+    output,
+    run: () => result,
+    reconcile: async () => ({ applied: true, result }),
+  });
+}
