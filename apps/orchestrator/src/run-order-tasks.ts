@@ -1,14 +1,11 @@
 import { Dispatcher } from "@once/bullmq";
-import type { OnceStore } from "@once/core";
 import {
-  CountingStore,
   keyLayout,
   ORDER_JOB_RETRY,
+  openOrderStore,
   orderAgentTools,
-  RedisCounters,
   RedisOrderBook,
 } from "@once/order-agent";
-import { RedisStore } from "@once/redis";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { MemoryTaskJournal } from "./memory-task-journal.js";
@@ -76,14 +73,12 @@ export async function runOrderTasks(options: RunOrderTasksOptions): Promise<RunS
   const queue = new Queue(options.queue, { connection: redis, prefix: layout.bull });
   let dispatcher: Dispatcher | undefined;
   try {
-    const redisStore = await RedisStore.create({
+    const store = await openOrderStore({
       redis,
-      prefix: layout.store,
+      layout,
       ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+      ...(options.countOutcomes === undefined ? {} : { countOutcomes: options.countOutcomes }),
     });
-    const store: OnceStore = options.countOutcomes
-      ? new CountingStore(redisStore, new RedisCounters(redis, layout.stats))
-      : redisStore;
     const tools = orderAgentTools();
     dispatcher = await Dispatcher.create({
       queue,

@@ -5,6 +5,7 @@ export { decodeOtlpProtobuf } from "./decode-otlp-protobuf.js";
 export { formatSpanTree } from "./format-span-tree.js";
 export { type KeyLayout, keyLayout } from "./key-layout.js";
 export { MemoryOrderBook } from "./memory-order-book.js";
+export { type OrderStoreOptions, openOrderStore } from "./open-order-store.js";
 export {
   ONCE_KEY_METADATA,
   type OrderAgentOptions,

@@ -1,7 +1,6 @@
 import { OnceWorker } from "@once/bullmq";
-import type { BackoffSetting, OnceStore } from "@once/core";
-import { CountingStore, keyLayout, orderAgentTools, RedisCounters, RedisOrderBook } from "@once/order-agent";
-import { RedisStore } from "@once/redis";
+import type { BackoffSetting } from "@once/core";
+import { keyLayout, openOrderStore, orderAgentTools, RedisOrderBook } from "@once/order-agent";
 import { Redis } from "ioredis";
 
 export interface OrderWorkerOptions {
@@ -41,14 +40,12 @@ export async function startOrderWorker(options: OrderWorkerOptions): Promise<Ord
   try {
     await redis.connect();
     await bullConnection.connect();
-    const redisStore = await RedisStore.create({
+    const store = await openOrderStore({
       redis,
-      prefix: layout.store,
+      layout,
       ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+      ...(options.countOutcomes === undefined ? {} : { countOutcomes: options.countOutcomes }),
     });
-    const store: OnceStore = options.countOutcomes
-      ? new CountingStore(redisStore, new RedisCounters(redis, layout.stats))
-      : redisStore;
     const tools = orderAgentTools({
       paymentsUrl: options.paymentsUrl,
       orders: new RedisOrderBook({ redis, prefix: layout.orders }),

@@ -1,6 +1,7 @@
 import { StoreUnavailableError } from "@once/core";
 import { type Cluster, type Redis, ReplyError } from "ioredis";
 import { RedisConfigError } from "./errors.js";
+import { parseInfo } from "./parse-info.js";
 import { toStoreError } from "./to-store-error.js";
 import { waitUntilReady } from "./wait-until-ready.js";
 import { withTimeout } from "./with-timeout.js";
@@ -239,15 +240,6 @@ function persistenceWarnings(report: RedisNodeReport): string[] {
     ];
   }
   return [];
-}
-
-function parseInfo(text: string): Map<string, string> {
-  const fields = new Map<string, string>();
-  for (const line of text.split(/\r?\n/)) {
-    const colon = line.indexOf(":");
-    if (colon > 0 && !line.startsWith("#")) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
-  }
-  return fields;
 }
 
 function parse(version: string): number[] {

@@ -1,4 +1,4 @@
-import { checkRedis, RedisConfigError, SCRIPT_VERSION, scriptDigests } from "@once/redis";
+import { checkRedis, parseInfo, RedisConfigError, SCRIPT_VERSION, scriptDigests } from "@once/redis";
 import type { Cluster, Redis } from "ioredis";
 import { ReplyError } from "ioredis";
 import type { Command } from "../command.js";
@@ -417,15 +417,6 @@ async function denied<T>(read: () => Promise<T>): Promise<Denied<T>> {
     if (error instanceof ReplyError) return { ok: false, reason: (error as Error).message };
     throw error;
   }
-}
-
-function parseInfo(text: string): Map<string, string> {
-  const fields = new Map<string, string>();
-  for (const line of text.split(/\r?\n/)) {
-    const colon = line.indexOf(":");
-    if (colon > 0 && !line.startsWith("#")) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
-  }
-  return fields;
 }
 
 function older(version: string, than: readonly number[]): boolean {
