@@ -11,7 +11,6 @@ import {
 } from "@once/core";
 import type { Cluster, Redis } from "ioredis";
 import { checkRedis, type RedisReport } from "./check-redis.js";
-import { coalesceWrites } from "./coalesce-writes.js";
 import { loadScripts, type RunScript } from "./load-scripts.js";
 import { ownerNonce } from "./owner-nonce.js";
 import type { ScriptName } from "./script-names.js";
@@ -46,7 +45,6 @@ export interface RedisStoreOptions extends StoreOptions {
  */
 export class RedisStore implements OnceStore {
   readonly #run: RunScript;
-  readonly #coalesceWrites: () => void;
   readonly #timeoutMs: number;
   /** Prepended to every key. */
   readonly prefix: string;
@@ -57,7 +55,6 @@ export class RedisStore implements OnceStore {
 
   private constructor(run: RunScript, options: RedisStoreOptions, report: RedisReport | undefined) {
     this.#run = run;
-    this.#coalesceWrites = coalesceWrites(options.redis);
     this.#timeoutMs = options.timeoutMs ?? 5_000;
     this.prefix = options.prefix ?? "once:";
     this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
@@ -167,7 +164,6 @@ export class RedisStore implements OnceStore {
   /** One script, one round trip; whatever stands between us and Redis becomes StoreUnavailableError. */
   async #call(script: ScriptName, key: string, args: readonly (string | number)[]): Promise<unknown> {
     try {
-      this.#coalesceWrites();
       return await withTimeout(this.#run(script, this.prefix + key, args), this.#timeoutMs);
     } catch (error) {
       throw toStoreError(script, error);
