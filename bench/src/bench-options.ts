@@ -24,7 +24,12 @@ export interface BenchOptions {
   profileDir: string | undefined;
   /** Only these throughput sides (for profiling one of them), e.g. `once`. */
   sides: readonly string[] | undefined;
-  /** Directory with a pre-change build (`bullmq/index.js`, `redis/index.js`) to run as the "before" side. */
+  /**
+   * Directory with a pre-change build to run as the "before" side: `redis/` and `bullmq/` dist folders, and
+   * `node_modules/@once/core/` (package.json + dist) of the same commit. It must live inside `bench/` (e.g.
+   * `bench/baseline`, git-ignored) so bullmq, ioredis and zod resolve from bench/node_modules; without its own
+   * `node_modules/@once/core` the "before" side runs the current core. See docs/performance.md.
+   */
   baselineDir: string | undefined;
 }
 
@@ -33,7 +38,9 @@ const USAGE = `usage: node bench/dist/main.js [--json PATH] [--only SECTION,…]
 
 sections: ${SECTIONS.join(", ")}
 By default a throwaway redis-server (REDIS_SERVER_BIN, else redis-server on PATH) is started on a free port
-and stopped at the end; --redis-url uses an existing Redis instead (unique prefixes, cleaned up afterwards).`;
+and stopped at the end; --redis-url uses an existing Redis instead (unique prefixes, cleaned up afterwards).
+--baseline DIR: DIR (inside bench/) holds redis/, bullmq/ and node_modules/@once/core/ built from an earlier
+commit; docs/performance.md has the commands.`;
 
 /** Reads the command line. `pnpm bench -- --json x` hands us a literal "--" first: skip it. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {

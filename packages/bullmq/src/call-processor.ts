@@ -53,7 +53,7 @@ import {
   parseTraceparent,
   Telemetry,
   type TelemetryOptions,
-  traceparentOf,
+  traceCarrier,
 } from "./telemetry.js";
 
 export interface CallProcessorOptions {
@@ -192,18 +192,22 @@ class CallFlow {
     const attempt = this.#check(tool, call, job, span);
     span.setAttribute(ATTR_ONCE_KEY, attempt.key);
     const started = performance.now();
+    // The store's lease starts no earlier than this: the owner counts its lease from here, not from when it
+    // read the answer, so a stall in between cannot make it trust a lease that already ran out.
+    const claimSentAt = Date.now();
     const claim = await this.#store.claim({
       key: attempt.key,
       fingerprint: fingerprint(tool.name, call.input),
       tool: tool.name,
       phase: tool.prepare ? "prepare" : "effect",
       leaseMs: this.#leaseFor(tool),
-      // The record keeps this attempt's span, so later replays can link to the attempt that executed.
-      trace: traceparentOf(span.spanContext()),
+      // The record keeps this attempt's span, so later replays can link to the attempt that executed. Without a
+      // tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record, link nothing.
+      trace: traceCarrier(span.spanContext())?.traceparent,
     });
     this.#telemetry.claimDuration.record(performance.now() - started, { [ATTR_ONCE_TOOL]: tool.name });
     this.#trace(attempt, claim);
-    return this.#act(attempt, claim, token);
+    return this.#act(attempt, claim, token, claimSentAt);
   }
 
   /** The claim's outcome on the attempt's span: an attribute, an event, a link to the executing attempt. */
@@ -256,7 +260,12 @@ class CallFlow {
     }
   }
 
-  async #act(attempt: Attempt, claim: ClaimOutcome, token: string | undefined): Promise<CallOutcome> {
+  async #act(
+    attempt: Attempt,
+    claim: ClaimOutcome,
+    token: string | undefined,
+    claimSentAt: number,
+  ): Promise<CallOutcome> {
     const { key, tool } = attempt;
     switch (claim.outcome) {
       case "replay":
@@ -272,16 +281,21 @@ class CallFlow {
         throw new DelayedError();
       case "acquired":
       case "takeover":
-        return this.#execute(attempt, claim, false);
+        return this.#execute(attempt, claim, false, claimSentAt);
       case "reconcile":
-        return this.#reconcile(attempt, claim);
+        return this.#reconcile(attempt, claim, claimSentAt);
     }
   }
 
   /** Steps 3–5: prepare, begin the effect, run, settle. */
-  async #execute(attempt: Attempt, owner: Ownership, inEffectPhase: boolean): Promise<CallOutcome> {
+  async #execute(
+    attempt: Attempt,
+    owner: Ownership,
+    inEffectPhase: boolean,
+    confirmedAt: number,
+  ): Promise<CallOutcome> {
     const { key, tool } = attempt;
-    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool));
+    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool), confirmedAt);
     try {
       let input: unknown;
       try {
@@ -306,6 +320,11 @@ class CallFlow {
         }
         if (!inEffectPhase) await this.#settle(key, owner, this.#store.beginEffect(key, owner.token));
       }
+      // A stall since the lease was last confirmed (a GC pause, SIGSTOP, a starved CPU) may have let it run
+      // out and another owner take over: the effect never starts on a lease this owner cannot vouch for.
+      // When fresh, this check and the call of `run` are one synchronous stretch: `run` starts with at least
+      // half of its lease left.
+      if (!lease.fresh && !(await lease.confirm())) throw new LeaseLostError(key, owner.token);
       let output: unknown;
       try {
         output = await this.#telemetry.span(`effect ${tool.name}`, {}, () =>
@@ -344,13 +363,13 @@ class CallFlow {
   }
 
   /** Step 6: ask the outside world whether the effect happened; never re-fire blindly. */
-  async #reconcile(attempt: Attempt, owner: Ownership): Promise<CallOutcome> {
+  async #reconcile(attempt: Attempt, owner: Ownership, claimSentAt: number): Promise<CallOutcome> {
     const { key, tool } = attempt;
     if (!tool.reconcile) {
       await this.#settle(key, owner, this.#store.giveUp(key, owner.token, noHook));
       throw unrecoverable(new OutcomeUnknownError(key, tool.name, "the tool has no reconcile hook"));
     }
-    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool));
+    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool), claimSentAt);
     let verdict: Awaited<ReturnType<NonNullable<AnyTool["reconcile"]>>>;
     try {
       const input = parseInput(tool, attempt.call.input);
@@ -378,7 +397,7 @@ class CallFlow {
     }
     lease.stop();
     await this.#settle(key, owner, this.#store.resolveNotApplied(key, owner.token));
-    return this.#execute(attempt, owner, true);
+    return this.#execute(attempt, owner, true, lease.confirmedAt);
   }
 
   /** Validates and serialises a result; a bad one after the effect is terminal, never a re-run. */

@@ -3,7 +3,8 @@ import { LeaseLostError, type OnceStore } from "@once/core";
 /**
  * Keeps an owner's lease alive with a heartbeat every third of the lease. `signal` aborts when the
  * lease is lost: the store said so, or no heartbeat has been confirmed for a whole lease (the owner
- * can no longer vouch that nobody took over).
+ * can no longer vouch that nobody took over). A confirmation counts from when its request was *sent*:
+ * the store's lease began no earlier, so a stall before the answer was read cannot stretch it.
  */
 export class Lease {
   readonly #controller = new AbortController();
@@ -11,16 +12,23 @@ export class Lease {
   readonly #key: string;
   readonly #token: string;
   readonly #leaseMs: number;
-  #confirmedAt = Date.now();
+  #confirmedAt: number;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
 
-  constructor(store: OnceStore, key: string, token: string, leaseMs: number) {
+  /** `confirmedAt`: local time at or before the store granted the lease (when the claim was sent). */
+  constructor(store: OnceStore, key: string, token: string, leaseMs: number, confirmedAt = Date.now()) {
     this.#store = store;
     this.#key = key;
     this.#token = token;
     this.#leaseMs = leaseMs;
+    this.#confirmedAt = confirmedAt;
     this.#schedule();
+  }
+
+  /** Local time at or before the store last granted or extended the lease. */
+  get confirmedAt(): number {
+    return this.#confirmedAt;
   }
 
   get signal(): AbortSignal {
@@ -30,6 +38,28 @@ export class Lease {
   /** True once the store answered `lost`: another owner holds the key. */
   get lost(): boolean {
     return this.#controller.signal.reason instanceof LeaseLostError;
+  }
+
+  /** True while not lost and more than half the lease is left since the last confirmation, on the local clock. */
+  get fresh(): boolean {
+    return !this.#controller.signal.aborted && Date.now() - this.#confirmedAt < this.#leaseMs / 2;
+  }
+
+  /**
+   * Asks the store now (a heartbeat): true if the lease is still this owner's, and then fresh again. For an
+   * owner that is about to start the effect and is no longer `fresh` (it stalled): it must not start on a
+   * lease that may have run out while it slept.
+   */
+  async confirm(): Promise<boolean> {
+    if (this.#controller.signal.aborted) return false;
+    const sentAt = Date.now();
+    const answer = await this.#store.heartbeat(this.#key, this.#token, this.#leaseMs);
+    if (answer.outcome !== "ok") {
+      this.#abort(new LeaseLostError(this.#key, this.#token));
+      return false;
+    }
+    this.#confirmedAt = Math.max(this.#confirmedAt, sentAt);
+    return !this.#controller.signal.aborted;
   }
 
   stop(): void {
@@ -43,9 +73,10 @@ export class Lease {
   }
 
   async #beat(): Promise<void> {
+    const sentAt = Date.now();
     try {
       const answer = await this.#store.heartbeat(this.#key, this.#token, this.#leaseMs);
-      if (answer.outcome === "ok") this.#confirmedAt = Date.now();
+      if (answer.outcome === "ok") this.#confirmedAt = Math.max(this.#confirmedAt, sentAt);
       else return this.#abort(new LeaseLostError(this.#key, this.#token));
     } catch (error) {
       // Redis unreachable: keep trying until a whole lease has gone by unconfirmed.

@@ -38,14 +38,18 @@ export function deriveKey(identity: StepIdentity): string {
     validateKeyPart("taskId", identity.taskId),
     validateKeyPart("stepId", identity.stepId),
   ];
-  const hash = createHash("sha256").update(KEY_VERSION);
+  // One buffer and one update for the whole encoding (this runs for every job): the same bytes as
+  // updating with each part's 4-byte big-endian length and then its UTF-8 bytes.
+  let size = 0;
+  for (const part of parts) size += 4 + Buffer.byteLength(part, "utf8");
+  const encoded = Buffer.allocUnsafe(size);
+  let at = 0;
   for (const part of parts) {
-    const bytes = Buffer.from(part, "utf8");
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(bytes.length);
-    hash.update(length).update(bytes);
+    const length = encoded.write(part, at + 4, "utf8");
+    encoded.writeUInt32BE(length, at);
+    at += 4 + length;
   }
-  return hash.digest("hex");
+  return createHash("sha256").update(KEY_VERSION).update(encoded).digest("hex");
 }
 
 const KEY_PATTERN = /^[0-9a-f]{64}$/;
