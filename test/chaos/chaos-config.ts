@@ -1,0 +1,51 @@
+import { z } from "zod";
+
+/** A chaos worker process's settings, as JSON in CHAOS_WORKER_CONFIG. */
+export const chaosWorkerConfig = z.object({
+  name: z.string(),
+  /** Redis as the worker reaches it: through the suite's TCP proxy. */
+  redisUrl: z.string(),
+  queueName: z.string(),
+  queuePrefix: z.string(),
+  storePrefix: z.string(),
+  paymentsUrl: z.string(),
+  leaseMs: z.number().int().positive(),
+  lockDurationMs: z.number().int().positive(),
+  stalledIntervalMs: z.number().int().positive(),
+  concurrency: z.number().int().positive(),
+  storeTimeoutMs: z.number().int().positive(),
+  providerTimeoutMs: z.number().int().positive(),
+  transport: z.enum(["guarded", "fetch"]),
+});
+export type ChaosWorkerConfig = z.infer<typeof chaosWorkerConfig>;
+export const CHAOS_WORKER_CONFIG_ENV = "CHAOS_WORKER_CONFIG";
+
+/** The orchestrator process's settings, as JSON in CHAOS_ORCHESTRATOR_CONFIG. */
+export const chaosOrchestratorConfig = z.object({
+  redisUrl: z.string(),
+  queueName: z.string(),
+  queuePrefix: z.string(),
+  storePrefix: z.string(),
+  /** Written before the first dispatch; a restarted orchestrator reads it back. */
+  planFile: z.string(),
+  /** One JSON line per settled call, appended as calls settle. */
+  progressFile: z.string(),
+  /** The suite creates it when the faults are over: the orchestrator's last audit waits for it. */
+  faultsOverFile: z.string(),
+  seed: z.number().int().nonnegative(),
+  calls: z.number().int().positive(),
+  /** Calls started per second, so that the faults fall across the whole run. */
+  rate: z.number().positive(),
+  /** Calls in flight at most. */
+  concurrency: z.number().int().positive(),
+  /** The dispatcher's wait for one enqueue: aggressive on purpose. */
+  timeoutMs: z.number().int().positive(),
+  retries: z.number().int().nonnegative(),
+  jobAttempts: z.number().int().positive(),
+  jobBackoffMs: z.number().int().positive(),
+  leaseMs: z.number().int().positive(),
+  lockDurationMs: z.number().int().positive(),
+  stalledIntervalMs: z.number().int().positive(),
+});
+export type ChaosOrchestratorConfig = z.infer<typeof chaosOrchestratorConfig>;
+export const CHAOS_ORCHESTRATOR_CONFIG_ENV = "CHAOS_ORCHESTRATOR_CONFIG";

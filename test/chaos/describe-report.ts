@@ -1,0 +1,64 @@
+import { CHAOS_TIMING, type ChaosReport } from "./run-chaos.js";
+
+/** The one line the suite ends with. */
+export function summaryLine(report: ChaosReport): string {
+  const faults = Object.values(report.faultCounts).reduce((sum, n) => sum + n, 0);
+  return (
+    `chaos: seed=${report.seed} calls=${report.calls} faults=${faults} duplicates=${report.duplicates} ` +
+    `lost=${report.lost} unknown=${report.unknown} reconciled=${report.reconciled} fence_rejected=${report.fenceRejected}`
+  );
+}
+
+/** The figures of a run, for people: printed before the summary line. */
+export function describeReport(report: ChaosReport): string[] {
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const lines = [
+    `chaos report (seed ${report.seed}, appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
+    `  faults: ${Object.entries(report.faultCounts)
+      .map(([kind, n]) => `${kind} ${n}`)
+      .join(", ")}`,
+    `  calls that timed out at least once at the dispatcher: ${report.timedOutCalls} (${pct(report.timedOutShare)})`,
+    `  records at the end: ${Object.entries(report.ends)
+      .map(([state, n]) => `${state} ${n}`)
+      .join(", ")}; stuck ${report.stuck}`,
+    `  claims: ${Object.entries(report.claims)
+      .map(([outcome, n]) => `${outcome} ${n}`)
+      .join(", ")}`,
+    `  reconciles settled by a hook: ${report.reconciled} (applied ${report.reconciledApplied}, not applied ${report.reconciledNotApplied}); unknown left: ${report.unknown} (with a hook: ${report.unknownWithHook}; the provider had acted on ${report.unknownApplied})`,
+    `  fence rejections (attempts discarded because the store refused their token): ${report.fenceRejected}, ${report.fenceRejectedAfterFreeze} by workers just thawed from SIGSTOP${Object.entries(
+      report.fenceRejectedOther,
+    )
+      .map(([why, n]) => `, ${n} ${why}`)
+      .join("")}`,
+    `  owner writes answered lost: ${Object.entries(report.refusedByOp)
+      .map(([op, n]) => `${op} ${n}`)
+      .join(", ")}`,
+    `  attempts that ended in LeaseLostError: ${report.leaseLostAttempts}, of which ${report.leaseLostBeforeEffect} before sending anything to the provider`,
+    `  worker stdout writes that blocked > 50 ms: ${report.slowStdout.count} (longest ${report.slowStdout.maxMs} ms)`,
+    `  keys taken over while their owner was frozen: ${report.takenOverWhileFrozen}; owner writes accepted after a newer owner was granted: ${report.staleWritesAccepted.length}`,
+    `  freezes with calls in flight: ${report.freezesWithWork}; worker processes started: ${report.workerStarts}; orchestrator processes: ${report.orchestratorStarts}`,
+    `  requests to the provider: ${report.effectsSent}; from an owner's last check to the provider recording it: p50 ${report.checkToProviderP50Ms} ms, p99 ${report.checkToProviderP99Ms} ms, max ${report.maxCheckToProviderMs} ms; ${report.lateRequests.length} arrived ≥ half a lease (${CHAOS_TIMING.leaseMs / 2} ms) after their check`,
+  ];
+  for (const late of report.lateRequests.slice(0, 10)) lines.push(`    ${late}`);
+  for (const loss of report.redisLosses) {
+    lines.push(
+      `  Redis kill at +${(loss.at / 1000).toFixed(1)} s${loss.emulatedCrashDroppedMs ? ` (emulated OS crash: last ${loss.emulatedCrashDroppedMs} ms of AOF, ${loss.droppedBytes} bytes, dropped)` : " (SIGKILL)"}: ` +
+        `down ${loss.downMs} ms; ${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,
+    );
+  }
+  lines.push(
+    `  duplicates: ${report.duplicates} (in the named window — owner frozen between its last check and the send: ${report.windowDuplicates}; on keys a Redis kill lost a transition of: ${report.duplicatesAfterLoss})`,
+  );
+  for (const detail of report.duplicateDetails.slice(0, 20)) lines.push(`    ${detail}`);
+  lines.push(
+    `  steps re-opened after their call had settled, driven again by the drain: ${report.reopened.length}`,
+  );
+  for (const detail of report.reopened.slice(0, 5)) lines.push(`    ${detail}`);
+  lines.push(`  lost calls: ${report.lost}`);
+  for (const detail of report.lostDetails.slice(0, 20)) lines.push(`    ${detail}`);
+  if (report.resultMismatches.length > 0) {
+    lines.push(`  result mismatches: ${report.resultMismatches.length}`);
+    for (const detail of report.resultMismatches.slice(0, 20)) lines.push(`    ${detail}`);
+  }
+  return lines;
+}

@@ -1,0 +1,961 @@
+// One chaos run: a Redis of its own (AOF on), a TCP proxy the workers reach it through, the payments
+// stand-in with heavy-tailed latency, four worker processes and an orchestrator process — and a seeded
+// schedule of faults thrown at all of them while the orchestrator dispatches. Then a drain (no more faults;
+// the orchestrator drives every call to an end, the queue empties) and the verdict, read from the provider's
+// ledger and from the store.
+
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { deriveKey, jobIdForKey } from "@once/core";
+import { PaymentsClient } from "@once/payments";
+import { Queue } from "bullmq";
+import { Redis } from "ioredis";
+import { type RedisServerHandle, startRedisServer } from "../support/services.js";
+import { ChaosChild, type ChildEvent } from "./chaos-child.js";
+import {
+  CHAOS_ORCHESTRATOR_CONFIG_ENV,
+  CHAOS_WORKER_CONFIG_ENV,
+  type ChaosOrchestratorConfig,
+  type ChaosWorkerConfig,
+} from "./chaos-config.js";
+import { type ChaosPlan, readProgress } from "./chaos-plan.js";
+import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
+import { type Fault, type FaultPlan, makeSchedule } from "./fault-schedule.js";
+import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
+import { TcpProxy } from "./tcp-proxy.js";
+
+/** The timings every run uses. Aggressive on purpose: the dispatcher gives up on a wait after 150 ms. */
+export const CHAOS_TIMING = {
+  workers: 4,
+  workerConcurrency: 8,
+  leaseMs: 1_500,
+  lockDurationMs: 1_500,
+  stalledIntervalMs: 1_000,
+  storeTimeoutMs: 1_000,
+  /** The tools' own deadline on one provider call; past it the outcome is unknown. */
+  providerTimeoutMs: 1_000,
+  dispatchTimeoutMs: 150,
+  dispatchRetries: 1,
+  jobAttempts: 8,
+  jobBackoffMs: 100,
+  orchestratorConcurrency: 64,
+  /** Heavy-tailed: the median answer takes 80 ms, one in a hundred 2 s or more. */
+  latency: { p50Ms: 80, p99Ms: 2_000 },
+  /** A freeze outlasts the lease, BullMQ's lock and two stalled checks, so another worker takes over. */
+  freezeMinMs: 5_000,
+  freezeMaxMs: 7_000,
+} as const;
+
+export interface ChaosOptions {
+  seed: number;
+  /** How the tools call the provider (see chaos-tools.ts). Default `guarded`. */
+  transport?: ChaosTransport;
+  calls: number;
+  fsync: "always" | "everysec";
+  /** Calls the orchestrator starts per second. */
+  rate: number;
+  faults: FaultPlan;
+  /** How long the drain may take before the run is declared stuck. Default 240 s. */
+  drainTimeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+/** What one Redis kill cost: acknowledged transitions Redis no longer had after its restart. */
+export interface RedisLoss {
+  at: number;
+  emulatedCrashDroppedMs?: number;
+  downMs: number;
+  recordsBefore: number;
+  recordsAfter: number;
+  /** Keys with an acknowledged transition missing after the restart. */
+  lostKeys: string[];
+  /** Of those, keys whose record was gone entirely. */
+  goneKeys: number;
+  /** Acknowledged transitions compared. */
+  acked: number;
+  /** AOF bytes dropped (emulated crash). */
+  droppedBytes?: number;
+}
+
+export interface ExecutedFault {
+  at: number;
+  kind: Fault["kind"];
+  detail: string;
+}
+
+export interface ChaosReport {
+  seed: number;
+  transport: ChaosTransport;
+  fsync: "always" | "everysec";
+  calls: number;
+  durationMs: number;
+  faults: ExecutedFault[];
+  faultCounts: Record<string, number>;
+  /** Calls that timed out at least once at the dispatcher, and their share. */
+  timedOutCalls: number;
+  timedOutShare: number;
+  ends: Record<string, number>;
+  duplicates: number;
+  /**
+   * Duplicates the named window explains: the provider recorded the extra effect within a second of its
+   * sender thawing from a SIGSTOP during which a newer owner was granted the key.
+   */
+  windowDuplicates: number;
+  duplicateDetails: string[];
+  lost: number;
+  lostDetails: string[];
+  stuck: number;
+  unknown: number;
+  /** `unknown` records of tools that have a reconcile hook: must be 0. */
+  unknownWithHook: number;
+  /** `unknown` calls whose effect the provider did record (an operator would resolve them as applied). */
+  unknownApplied: number;
+  /** Reconciles a hook settled: applied (found the effect) and not applied (ran it). */
+  reconciled: number;
+  reconciledApplied: number;
+  reconciledNotApplied: number;
+  /**
+   * Attempts whose work was discarded because the store refused the owner's token (a write or heartbeat
+   * answered `lost`): the completions of owners that had been replaced.
+   */
+  fenceRejected: number;
+  /** Of those, by workers thawed within the 10 s before. */
+  fenceRejectedAfterFreeze: number;
+  /** The others, by what the events show. */
+  fenceRejectedOther: Record<string, number>;
+  /** Owner writes and heartbeats the store answered `lost`, by operation. */
+  refusedByOp: Record<string, number>;
+  /** Attempts that ended in LeaseLostError, whatever the reason (also a lease that ran out unconfirmed). */
+  leaseLostAttempts: number;
+  /** Lease-lost attempts whose owner had not sent its request to the provider: stopped in time. */
+  leaseLostBeforeEffect: number;
+  /** `done` calls whose delivered result is not the provider's one effect for that call. */
+  resultMismatches: string[];
+  /** From an owner's last look at its signal to the provider recording the request (its clock, ms). */
+  maxCheckToProviderMs: number;
+  checkToProviderP50Ms: number;
+  checkToProviderP99Ms: number;
+  lateRequests: string[];
+  effectsSent: number;
+  claims: Record<string, number>;
+  redisLosses: RedisLoss[];
+  /** Duplicates on keys a Redis kill lost a transition of. */
+  duplicatesAfterLoss: number;
+  /** Frozen workers that had calls in flight when frozen. */
+  freezesWithWork: number;
+  /** Keys a frozen worker held that another worker was granted while it was frozen. */
+  takenOverWhileFrozen: number;
+  /**
+   * Owner writes Redis accepted although the key had already been granted to a newer owner (a higher fence)
+   * before them: what fencing exists to prevent. Must be 0.
+   */
+  staleWritesAccepted: string[];
+  /** Worker writes to stdout that blocked over 50 ms (the suite reading slowly): stalls the harness caused. */
+  slowStdout: { count: number; maxMs: number };
+  workerStarts: number;
+  orchestratorStarts: number;
+  /**
+   * Steps whose record the orchestrator's last audit found not ended (claimed, reconciling, released) after
+   * their call had settled, and drove again: re-opened by a worker running a job it no longer held.
+   */
+  reopened: string[];
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A record's progress within one fence: a later transition of the same owner has a higher rank.
+function rankOf(state: string | null, phase: string | null): number {
+  if (state === "claimed") return phase === "effect" ? 2 : 1;
+  if (state === "reconciling") return 1;
+  if (state === null) return 0;
+  return 3;
+}
+const ACK_RANK: Record<string, number> = {
+  claim: 1,
+  beginEffect: 2,
+  resolveNotApplied: 2,
+  complete: 3,
+  failTerminal: 3,
+  markUnknown: 3,
+  release: 3,
+  resolveApplied: 3,
+  giveUp: 3,
+};
+const GRANTS = new Set(["acquired", "takeover", "reconcile"]);
+
+/** Runs the chaos suite once and returns what it saw; never throws for a finding, only for a broken harness. */
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const { seed, calls, fsync, rate } = options;
+  const transport = options.transport ?? "guarded";
+  const T = CHAOS_TIMING;
+  const dispatchMs = Math.round((calls / rate) * 1_000);
+  const schedule = makeSchedule(seed, {
+    ...options.faults,
+    durationMs: dispatchMs,
+    workers: T.workers,
+    freezeMinMs: T.freezeMinMs,
+    freezeMaxMs: T.freezeMaxMs,
+  });
+  log(
+    `chaos: seed=${seed} calls=${calls} fsync=${fsync} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
+  );
+
+  const dir = mkdtempSync(path.join(os.tmpdir(), "once-chaos-"));
+  const storePrefix = `chaos:${seed}:`;
+  const queueName = `chaos-${seed}`;
+  const queuePrefix = "chaos-bull";
+  let redis: RedisServerHandle | undefined;
+  let workerProxy: TcpProxy | undefined;
+  let orchestratorProxy: TcpProxy | undefined;
+  let payments: PaymentsProcess | undefined;
+  let inspector: Redis | undefined;
+  let inspectQueue: Queue | undefined;
+  let aofSampler: NodeJS.Timeout | undefined;
+  const children: ChaosChild[] = [];
+  const started = Date.now();
+  try {
+    redis = await startRedisServer({
+      appendonly: true,
+      appendfsync: fsync,
+      // One growing AOF file: no rewrite mid-run, so an emulated crash can cut its tail.
+      extraArgs: ["--auto-aof-rewrite-percentage", "0"],
+    });
+    const redisServer = redis;
+    workerProxy = await TcpProxy.start(redis.port);
+    orchestratorProxy = await TcpProxy.start(redis.port);
+    payments = await startPaymentsProcess({ ...T.latency, seed });
+    inspector = new Redis(redis.url, { maxRetriesPerRequest: null });
+    inspector.on("error", () => {});
+    inspectQueue = new Queue(queueName, { connection: inspector, prefix: queuePrefix });
+    inspectQueue.on("error", () => {});
+
+    // AOF sizes every 50 ms, for the emulated crash: "what the file held N ms before the kill".
+    const aofSamples: { at: number; sizes: Map<string, number> }[] = [];
+    const aofDir = path.join(redis.dir, "appendonlydir");
+    aofSampler = setInterval(() => {
+      try {
+        const sizes = new Map<string, number>();
+        for (const name of readdirSync(aofDir)) {
+          if (name.endsWith(".incr.aof")) sizes.set(name, statSync(path.join(aofDir, name)).size);
+        }
+        aofSamples.push({ at: Date.now(), sizes });
+        if (aofSamples.length > 200) aofSamples.shift();
+      } catch {
+        // Redis is between a kill and a restart.
+      }
+    }, 50);
+
+    // ---- processes -------------------------------------------------------------------------------------
+    const workerConfig = (slot: number): ChaosWorkerConfig => ({
+      name: `worker-${slot}`,
+      redisUrl: (workerProxy as TcpProxy).url,
+      queueName,
+      queuePrefix,
+      storePrefix,
+      paymentsUrl: (payments as PaymentsProcess).url,
+      leaseMs: T.leaseMs,
+      lockDurationMs: T.lockDurationMs,
+      stalledIntervalMs: T.stalledIntervalMs,
+      concurrency: T.workerConcurrency,
+      storeTimeoutMs: T.storeTimeoutMs,
+      providerTimeoutMs: T.providerTimeoutMs,
+      transport,
+    });
+    const orchestratorConfig: ChaosOrchestratorConfig = {
+      redisUrl: orchestratorProxy.url,
+      queueName,
+      queuePrefix,
+      storePrefix,
+      planFile: path.join(dir, "plan.json"),
+      progressFile: path.join(dir, "progress.jsonl"),
+      faultsOverFile: path.join(dir, "faults-over"),
+      seed,
+      calls,
+      rate,
+      concurrency: T.orchestratorConcurrency,
+      timeoutMs: T.dispatchTimeoutMs,
+      retries: T.dispatchRetries,
+      jobAttempts: T.jobAttempts,
+      jobBackoffMs: T.jobBackoffMs,
+      leaseMs: T.leaseMs,
+      lockDurationMs: T.lockDurationMs,
+      stalledIntervalMs: T.stalledIntervalMs,
+    };
+    const freezes = new Map<
+      ChaosChild,
+      { from: number; to: number; inFlight: number; held: Map<string, number> }[]
+    >();
+    // Calls each worker holds right now: granted claims not yet settled, for "frozen with work in flight".
+    const holding = new Map<ChaosChild, Map<string, number>>();
+    const trackHolding = (child: ChaosChild, event: ChildEvent) => {
+      if (event.e !== "s") return;
+      const held = holding.get(child) ?? new Map<string, number>();
+      holding.set(child, held);
+      const k = String(event.k);
+      if (event.op === "claim" && GRANTS.has(String(event.o))) held.set(k, Number(event.f));
+      else if (event.op !== "claim" && event.op !== "heartbeat" && event.op !== "beginEffect") {
+        if (event.op !== "resolveNotApplied") held.delete(k);
+      }
+    };
+    const startWorker = async (slot: number) => {
+      const child = await ChaosChild.start({
+        name: `worker-${slot}`,
+        script: "chaos/chaos-worker.ts",
+        env: { [CHAOS_WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(slot)) },
+        readyEvent: "ready",
+        onEvent: trackHolding,
+        timeoutMs: 90_000,
+      });
+      children.push(child);
+      return child;
+    };
+    const orchestrators: ChaosChild[] = [];
+    const startOrchestrator = async () => {
+      const child = await ChaosChild.start({
+        name: `orchestrator-${orchestrators.length + 1}`,
+        script: "chaos/chaos-orchestrator.ts",
+        env: { [CHAOS_ORCHESTRATOR_CONFIG_ENV]: JSON.stringify(orchestratorConfig) },
+        readyEvent: orchestrators.length === 0 ? "plan-written" : "plan-loaded",
+        timeoutMs: 90_000,
+      });
+      orchestrators.push(child);
+      children.push(child);
+      return child;
+    };
+
+    const slots: (ChaosChild | undefined)[] = await Promise.all(
+      Array.from({ length: T.workers }, (_, slot) => startWorker(slot)),
+    );
+    let orchestrator = await startOrchestrator();
+    const t0 = Date.now();
+    log(
+      `chaos: ${T.workers} workers and the orchestrator are up; plan written to ${orchestratorConfig.planFile}`,
+    );
+
+    // ---- faults ----------------------------------------------------------------------------------------
+    const executed: ExecutedFault[] = [];
+    const redisLosses: RedisLoss[] = [];
+    const note = (fault: Fault, detail: string) => {
+      const entry = { at: Date.now() - t0, kind: fault.kind, detail };
+      executed.push(entry);
+      log(`  +${(entry.at / 1000).toFixed(1)}s ${fault.kind}: ${detail}`);
+    };
+    // A worker about to be frozen is not killed meanwhile.
+    const reserved = new Set<ChaosChild>();
+    const pickWorker = (preferred: number): number | undefined => {
+      for (let k = 0; k < T.workers; k++) {
+        const slot = (preferred + k) % T.workers;
+        const child = slots[slot];
+        if (child?.alive && !child.frozen && !reserved.has(child)) return slot;
+      }
+      return undefined;
+    };
+    let redisBusy: Promise<void> = Promise.resolve();
+
+    const killRedis = async (fault: Extract<Fault, { kind: "kill-redis" }>) => {
+      const proxies = [workerProxy as TcpProxy, orchestratorProxy as TcpProxy];
+      for (const proxy of proxies) proxy.refuse(true);
+      const recordsBefore = await countRecords(inspector as Redis, storePrefix).catch(() => -1);
+      const killAt = Date.now();
+      await redisServer.kill("SIGKILL");
+      for (const proxy of proxies) proxy.cut();
+      let droppedBytes: number | undefined;
+      if (fault.dropLastMs !== undefined) {
+        // What an OS crash under `everysec` may lose: the writes of the last second never reached the disk.
+        const cutoff = killAt - fault.dropLastMs;
+        const before = [...aofSamples].reverse().find((sample) => sample.at <= cutoff);
+        droppedBytes = 0;
+        for (const name of readdirSync(aofDir)) {
+          if (!name.endsWith(".incr.aof")) continue;
+          const file = path.join(aofDir, name);
+          const now = statSync(file).size;
+          const then = before?.sizes.get(name) ?? 0;
+          if (then < now) {
+            truncateSync(file, then);
+            droppedBytes += now - then;
+          }
+        }
+      }
+      await redisServer.restart();
+      const downMs = Date.now() - killAt;
+      // Before any client is let back in: what did Redis keep?
+      const snapshot = await snapshotRecords(redisServer.url, storePrefix);
+      for (const proxy of proxies) proxy.refuse(false);
+      const loss = compareWithAcks(children, snapshot, killAt);
+      redisLosses.push({
+        at: killAt - t0,
+        ...(fault.dropLastMs === undefined ? {} : { emulatedCrashDroppedMs: fault.dropLastMs }),
+        downMs,
+        recordsBefore,
+        recordsAfter: snapshot.size,
+        lostKeys: loss.lostKeys,
+        goneKeys: loss.gone,
+        acked: loss.acked,
+        ...(droppedBytes === undefined ? {} : { droppedBytes }),
+      });
+      note(
+        fault,
+        `${fault.dropLastMs === undefined ? "SIGKILL" : `SIGKILL + last ${fault.dropLastMs} ms of AOF dropped (${droppedBytes} bytes)`}, ` +
+          `down ${downMs} ms, ${snapshot.size} records after (${recordsBefore} before), ` +
+          `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.gone} gone)`,
+      );
+    };
+
+    const execute = async (fault: Fault): Promise<void> => {
+      switch (fault.kind) {
+        case "kill-worker": {
+          const slot = pickWorker(fault.worker);
+          const child = slot === undefined ? undefined : slots[slot];
+          if (slot === undefined || !child) return note(fault, "skipped: no running worker");
+          slots[slot] = undefined;
+          await child.kill("SIGKILL");
+          note(fault, `SIGKILL ${child.name} (pid ${child.pid}), restart in ${fault.restartAfterMs} ms`);
+          await sleep(fault.restartAfterMs);
+          slots[slot] = await startWorker(slot);
+          return;
+        }
+        case "freeze-worker": {
+          const slot = pickWorker(fault.worker);
+          const child = slot === undefined ? undefined : slots[slot];
+          if (!child) return note(fault, "skipped: no running worker");
+          // A freeze is only a test of fencing if the worker holds calls: wait (briefly) for it to hold one.
+          reserved.add(child);
+          for (let waited = 0; waited < 3_000 && (holding.get(child)?.size ?? 0) === 0; waited += 10) {
+            await sleep(10);
+          }
+          const held = new Map(holding.get(child) ?? []);
+          const inFlight = held.size;
+          child.freeze();
+          reserved.delete(child);
+          const from = Date.now();
+          note(
+            fault,
+            `SIGSTOP ${child.name} (pid ${child.pid}) holding ${inFlight} calls, for ${fault.durationMs} ms`,
+          );
+          await sleep(fault.durationMs);
+          child.thaw();
+          const episodes = freezes.get(child) ?? [];
+          episodes.push({ from, to: Date.now(), inFlight, held });
+          freezes.set(child, episodes);
+          return;
+        }
+        case "cut-connections": {
+          const severed = (workerProxy as TcpProxy).cut();
+          return note(fault, `cut ${severed} worker connections to Redis`);
+        }
+        case "kill-orchestrator": {
+          if (!orchestrator.alive || orchestrator.events.some((e) => e.e === "finished")) {
+            return note(fault, "skipped: the orchestrator had finished");
+          }
+          const killed = orchestrator;
+          await killed.kill("SIGKILL");
+          const done = readProgress(orchestratorConfig.progressFile).size;
+          note(
+            fault,
+            `SIGKILL ${killed.name} (pid ${killed.pid}) with ${done}/${calls} calls settled; restart in ${fault.restartAfterMs} ms`,
+          );
+          await sleep(fault.restartAfterMs);
+          orchestrator = await startOrchestrator();
+          return;
+        }
+        case "kill-redis": {
+          const run = redisBusy.then(() => killRedis(fault));
+          redisBusy = run.catch(() => {});
+          return run;
+        }
+      }
+    };
+
+    const running = schedule.map(async (fault) => {
+      await sleep(Math.max(0, t0 + fault.at - Date.now()));
+      await execute(fault);
+    });
+    await Promise.all(running);
+    writeFileSync(orchestratorConfig.faultsOverFile, "");
+    log(`chaos: fault phase over after ${((Date.now() - t0) / 1000).toFixed(1)} s; draining`);
+
+    // ---- drain -----------------------------------------------------------------------------------------
+    const drainDeadline = Date.now() + (options.drainTimeoutMs ?? 240_000);
+    for (;;) {
+      const current = orchestrator;
+      const finished = await Promise.race([
+        current.exited.then(() => true),
+        sleep(Math.max(0, drainDeadline - Date.now())).then(() => false),
+      ]);
+      if (!finished)
+        throw new Error(`the orchestrator did not finish within the drain timeout\n${current.stderr()}`);
+      if (current === orchestrator) break;
+    }
+    const finishedEvent = orchestrator.events.find((e) => e.e === "finished");
+    if (!finishedEvent)
+      throw new Error(`the orchestrator exited without finishing:\n${orchestrator.stderr()}`);
+    // Nothing may be left for a worker to do: re-enqueued jobs, delayed in-flight waits.
+    let quiet = 0;
+    while (quiet < 3) {
+      if (Date.now() > drainDeadline) throw new Error("the queue did not drain within the drain timeout");
+      const counts = await (inspectQueue as Queue).getJobCounts(
+        "waiting",
+        "active",
+        "delayed",
+        "prioritized",
+        "waiting-children",
+      );
+      quiet = Object.values(counts).every((n) => n === 0) ? quiet + 1 : 0;
+      await sleep(500);
+    }
+    const durationMs = Date.now() - t0;
+    log(`chaos: drained after ${(durationMs / 1000).toFixed(1)} s`);
+    await Promise.all(slots.map((child) => child?.stop()));
+
+    // ---- verdict ---------------------------------------------------------------------------------------
+    const plan = JSON.parse(readFileSync(orchestratorConfig.planFile, "utf8")) as ChaosPlan;
+    const progress = readProgress(orchestratorConfig.progressFile);
+    const provider = new PaymentsClient(payments.url);
+    const [charges, tickets, emails] = await Promise.all([
+      provider.findCharges({}),
+      provider.findTickets({}),
+      provider.findEmails({}),
+    ]);
+    type Effect = (typeof charges)[number];
+    const effectsByOrder = new Map<string, Effect[]>();
+    for (const effect of [...charges, ...tickets, ...emails] as Effect[]) {
+      const list = effectsByOrder.get(effect.orderId) ?? [];
+      list.push(effect);
+      effectsByOrder.set(effect.orderId, list);
+    }
+    const records = await snapshotRecords(redisServer.url, storePrefix, true);
+
+    const workerEvents = children
+      .filter((child) => child.name.startsWith("worker-"))
+      .flatMap((child) => child.events.map((event) => ({ child, event })));
+    const lostKeys = new Set(redisLosses.flatMap((loss) => loss.lostKeys));
+    // Every grant of ownership and every accepted owner write, as the workers saw them.
+    const grants: { k: string; f: number; at: number }[] = [];
+    const writesOk: { k: string; f: number; sent: number; op: string; who: string }[] = [];
+    for (const { child, event } of workerEvents) {
+      if (event.e !== "s") continue;
+      const k = String(event.k);
+      if (event.op === "claim" && GRANTS.has(String(event.o)))
+        grants.push({ k, f: Number(event.f), at: event.at });
+      else if (event.op !== "claim" && event.r === "ok") {
+        writesOk.push({
+          k,
+          f: Number(event.f),
+          sent: Number(event.sent),
+          op: String(event.op),
+          who: child.name,
+        });
+      }
+    }
+    const grantsByKey = new Map<string, { f: number; at: number }[]>();
+    for (const grant of grants) {
+      const list = grantsByKey.get(grant.k) ?? [];
+      list.push(grant);
+      grantsByKey.set(grant.k, list);
+    }
+
+    let duplicates = 0;
+    let windowDuplicates = 0;
+    let duplicatesAfterLoss = 0;
+    const duplicateDetails: string[] = [];
+    const lostDetails: string[] = [];
+    const resultMismatches: string[] = [];
+    let stuck = 0;
+    let unknown = 0;
+    let unknownWithHook = 0;
+    let unknownApplied = 0;
+    const ends: Record<string, number> = {};
+    for (const call of plan.calls) {
+      const key = deriveKey({ taskId: call.taskId, stepId: call.stepId });
+      const record = records.get(key);
+      const settled = progress.get(call.i);
+      const orderId = String(call.input.orderId);
+      // Every call has an order of its own: the provider's per-order count is the per-call count.
+      const effects = effectsByOrder.get(orderId) ?? [];
+      const state = record?.state ?? "missing";
+      ends[state] = (ends[state] ?? 0) + 1;
+      if (effects.length > 1) {
+        duplicates += effects.length - 1;
+        // The named window's signature: the request reached the provider within a second of its sender
+        // thawing from a SIGSTOP during which a newer owner was granted the key. (Where exactly the sender
+        // froze — before or after its last look at the lease — the ledger cannot tell; that it slept through
+        // the takeover and then sent, it can.)
+        const keyGrants = grantsByKey.get(key) ?? [];
+        const inWindow = effects.filter((e) => {
+          const receivedAt = Date.parse(e.createdAt);
+          const pid = Number(e.metadata.once_pid);
+          const fence = Number(e.metadata.once_fence);
+          return [...freezes].some(
+            ([child, episodes]) =>
+              child.pid === pid &&
+              episodes.some(
+                (episode) =>
+                  episode.to <= receivedAt &&
+                  receivedAt - episode.to <= 1_000 &&
+                  keyGrants.some((g) => g.f > fence && g.at >= episode.from && g.at <= episode.to),
+              ),
+          );
+        }).length;
+        windowDuplicates += Math.min(inWindow, effects.length - 1);
+        if (lostKeys.has(key)) duplicatesAfterLoss += effects.length - 1;
+        duplicateDetails.push(
+          `call ${call.i} (${call.tool}, key ${key.slice(0, 12)}…): ${effects.length} effects ` +
+            effects
+              .map(
+                (e) =>
+                  `[${e.id} fence ${e.metadata.once_fence} pid ${e.metadata.once_pid} ` +
+                  `sent ${Date.parse(e.createdAt) - Number(e.metadata.once_checked_at)} ms after its check]`,
+              )
+              .join(" ") +
+            (lostKeys.has(key) ? " — its record lost a transition in a Redis kill" : ""),
+        );
+      }
+      if (state === "claimed" || state === "reconciling" || state === "released") stuck += 1;
+      if (state === "unknown") {
+        unknown += 1;
+        if (RECONCILING_TOOLS.has(call.tool)) unknownWithHook += 1;
+        if (effects.length > 0) unknownApplied += 1;
+      }
+      const ended = state === "done" || state === "failed" || state === "unknown";
+      if (!ended || settled === undefined || settled.end === "conflict") {
+        lostDetails.push(
+          `call ${call.i} (${call.tool}): record ${state}, orchestrator ${settled?.end ?? "never settled"}` +
+            (lostKeys.has(key) ? " — its record lost a transition in a Redis kill" : "") +
+            (lostDetails.length < 5 ? `\n${timeline(children, t0, key, call.i).join("\n")}` : ""),
+        );
+      }
+      if (state === "done") {
+        const stored = JSON.parse(record?.result ?? "null") as { id?: string } | null;
+        const effect = effects[0];
+        if (!effect) resultMismatches.push(`call ${call.i}: done, but the provider has no effect for it`);
+        else if (stored?.id !== effect.id && effects.length === 1)
+          resultMismatches.push(`call ${call.i}: stored ${stored?.id}, provider ${effect.id}`);
+        if (settled?.end === "done" && settled.id !== stored?.id && effects.length === 1)
+          resultMismatches.push(
+            `call ${call.i}: the orchestrator was handed ${settled.id}, stored ${stored?.id}`,
+          );
+      }
+      if (state === "failed" && effects.length > 0) {
+        resultMismatches.push(
+          `call ${call.i}: failed, but the provider recorded ${effects.length} effect(s)`,
+        );
+      }
+    }
+
+    // Fence rejections, lease losses, reconciles, and the requests the provider saw.
+    const claims: Record<string, number> = {};
+    const refusedByOp: Record<string, number> = {};
+    let fenceRejected = 0;
+    let fenceRejectedAfterFreeze = 0;
+    const fenceRejectedOther: Record<string, number> = {};
+    let reconciledApplied = 0;
+    let reconciledNotApplied = 0;
+    let leaseLostAttempts = 0;
+    let leaseLostBeforeEffect = 0;
+    const slowStdout = { count: 0, maxMs: 0 };
+    const sent = new Set<string>();
+    const refused = new Set<string>();
+    const settledOwners = new Set<string>();
+    const FINAL_WRITES = new Set([
+      "complete",
+      "failTerminal",
+      "markUnknown",
+      "release",
+      "resolveApplied",
+      "giveUp",
+    ]);
+    for (const { event } of workerEvents) {
+      if (event.e === "send") sent.add(`${event.k}#${event.f}`);
+      if (event.e === "s" && event.r === "lost") refused.add(`${event.k}#${event.f}`);
+      if (event.e === "s" && event.r === "ok" && FINAL_WRITES.has(String(event.op))) {
+        settledOwners.add(`${event.k}#${event.f}`);
+      }
+    }
+    const afterFreeze = (child: ChaosChild, at: number) =>
+      (freezes.get(child) ?? []).some((episode) => at >= episode.to - 50 && at <= episode.to + 10_000);
+    for (const { child, event } of workerEvents) {
+      if (event.e === "s") {
+        if (event.op === "claim") claims[String(event.o)] = (claims[String(event.o)] ?? 0) + 1;
+        else if (event.r === "lost" && event.op === "heartbeat") {
+          // A heartbeat sent just before its owner's own final write is answered lost once that write landed.
+          const own = settledOwners.has(`${event.k}#${event.f}`)
+            ? "heartbeat after its owner's own settle"
+            : "heartbeat";
+          refusedByOp[own] = (refusedByOp[own] ?? 0) + 1;
+        } else if (event.r === "lost")
+          refusedByOp[String(event.op)] = (refusedByOp[String(event.op)] ?? 0) + 1;
+        else if (event.r === "ok" && event.op === "resolveApplied") reconciledApplied += 1;
+        else if (event.r === "ok" && event.op === "resolveNotApplied") reconciledNotApplied += 1;
+      } else if (event.e === "failed" && event.name === "LeaseLostError") {
+        leaseLostAttempts += 1;
+        const owner = `${event.k}#${event.f}`;
+        if (!sent.has(owner)) leaseLostBeforeEffect += 1;
+        if (refused.has(owner)) {
+          fenceRejected += 1;
+          if (afterFreeze(child, event.at)) fenceRejectedAfterFreeze += 1;
+          else {
+            // Not a thawed worker: was the key really granted to someone else, or did the store refuse a
+            // write it had already applied once (a command re-sent after a connection cut)?
+            const k = String(event.k);
+            const f = Number(event.f);
+            const newer = (grantsByKey.get(k) ?? []).some((grant) => grant.f > f);
+            const why = newer
+              ? "by owners whose key was taken over"
+              : "with no newer owner seen (a write re-sent after a cut, or a record a Redis loss rolled back)";
+            fenceRejectedOther[why] = (fenceRejectedOther[why] ?? 0) + 1;
+          }
+        }
+      } else if (event.e === "slow-stdout") {
+        // A SIGSTOP that lands during the write is the freeze, not a slow reader.
+        const took = Number(event.took);
+        const frozen = (freezes.get(child) ?? []).some((ep) => ep.from < event.at + took && ep.to > event.at);
+        if (frozen) continue;
+        slowStdout.count += 1;
+        slowStdout.maxMs = Math.max(slowStdout.maxMs, Number(event.took));
+      }
+    }
+    // Fencing, checked from the outside: no write by an owner may succeed after a newer owner was granted.
+    const staleWritesAccepted: string[] = [];
+    for (const write of writesOk) {
+      // A grant whose answer was read before the write was even sent was executed by Redis first: the write
+      // must have been refused. (A frozen worker reads its answers late, so only the send time proves order.)
+      const newer = (grantsByKey.get(write.k) ?? []).find(
+        (grant) => grant.f > write.f && grant.at < write.sent,
+      );
+      if (newer) {
+        staleWritesAccepted.push(
+          `${write.who} ${write.op} fence ${write.f} on ${write.k.slice(0, 12)}… accepted after fence ${newer.f} was granted`,
+        );
+      }
+    }
+    let takenOverWhileFrozen = 0;
+    for (const episodes of freezes.values()) {
+      for (const episode of episodes) {
+        for (const [k, f] of episode.held) {
+          const taken = (grantsByKey.get(k) ?? []).some(
+            (grant) => grant.f > f && grant.at >= episode.from && grant.at <= episode.to,
+          );
+          if (taken) takenOverWhileFrozen += 1;
+        }
+      }
+    }
+
+    let maxCheckToProviderMs = 0;
+    const lateRequests: string[] = [];
+    const gaps: number[] = [];
+    for (const effect of [...charges, ...tickets, ...emails]) {
+      const checkedAt = Number(effect.metadata.once_checked_at);
+      const gap = Date.parse(effect.createdAt) - checkedAt;
+      gaps.push(gap);
+      maxCheckToProviderMs = Math.max(maxCheckToProviderMs, gap);
+      if (gap >= T.leaseMs / 2) {
+        lateRequests.push(
+          `${effect.id} (order ${effect.orderId}, fence ${effect.metadata.once_fence}, pid ${effect.metadata.once_pid}): ` +
+            `checked at +${((checkedAt - t0) / 1000).toFixed(2)} s, received ${gap} ms later`,
+        );
+      }
+    }
+
+    const timedOut = new Set<number>();
+    const reopened: string[] = [];
+    for (const child of orchestrators) {
+      for (const event of child.events) {
+        if (event.e === "timeout") timedOut.add(Number(event.i));
+        if (event.e === "reopened") {
+          const call = plan.calls[Number(event.i)];
+          const key = call ? deriveKey({ taskId: call.taskId, stepId: call.stepId }) : "";
+          reopened.push(
+            `call ${event.i} (${call?.tool}): ${event.state} at fence ${event.fence} in audit pass ${event.pass}\n` +
+              timeline(children, t0, key, Number(event.i)).join("\n"),
+          );
+        }
+      }
+    }
+    const faultCounts: Record<string, number> = {};
+    for (const fault of executed) {
+      if (fault.detail.startsWith("skipped")) continue;
+      faultCounts[fault.kind] = (faultCounts[fault.kind] ?? 0) + 1;
+    }
+    const allFreezes = [...freezes.values()].flat();
+    return {
+      seed,
+      transport,
+      fsync,
+      calls: plan.calls.length,
+      durationMs,
+      faults: executed,
+      faultCounts,
+      timedOutCalls: timedOut.size,
+      timedOutShare: timedOut.size / plan.calls.length,
+      ends,
+      duplicates,
+      windowDuplicates,
+      duplicateDetails,
+      lost: lostDetails.length,
+      lostDetails,
+      stuck,
+      unknown,
+      unknownWithHook,
+      unknownApplied,
+      reconciled: reconciledApplied + reconciledNotApplied,
+      reconciledApplied,
+      reconciledNotApplied,
+      fenceRejected,
+      fenceRejectedAfterFreeze,
+      fenceRejectedOther,
+      refusedByOp,
+      leaseLostAttempts,
+      leaseLostBeforeEffect,
+      resultMismatches,
+      maxCheckToProviderMs,
+      checkToProviderP50Ms: quantile(gaps, 0.5),
+      checkToProviderP99Ms: quantile(gaps, 0.99),
+      lateRequests,
+      effectsSent: sent.size,
+      claims,
+      redisLosses,
+      duplicatesAfterLoss,
+      freezesWithWork: allFreezes.filter((episode) => episode.inFlight > 0).length,
+      takenOverWhileFrozen,
+      staleWritesAccepted,
+      slowStdout,
+      workerStarts: children.filter((child) => child.name.startsWith("worker-")).length,
+      reopened,
+      orchestratorStarts: orchestrators.length,
+    };
+  } finally {
+    clearInterval(aofSampler);
+    await ChaosChild.stopAll();
+    await inspectQueue?.close().catch(() => {});
+    inspector?.disconnect();
+    await workerProxy?.close().catch(() => {});
+    await orchestratorProxy?.close().catch(() => {});
+    await payments?.stop().catch(() => {});
+    await redis?.stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+    log(`chaos: cleaned up after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }
+}
+
+interface RecordState {
+  state: string | null;
+  phase: string | null;
+  fence: number;
+  result?: string | null;
+}
+
+async function countRecords(redis: Redis, prefix: string): Promise<number> {
+  let cursor = "0";
+  let count = 0;
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
+    cursor = next;
+    count += keys.length;
+  } while (cursor !== "0");
+  return count;
+}
+
+/** Every record under `prefix` (key without the prefix → state, phase, fence), on a connection of its own. */
+async function snapshotRecords(
+  url: string,
+  prefix: string,
+  withResult = false,
+): Promise<Map<string, RecordState>> {
+  const redis = new Redis(url, { maxRetriesPerRequest: null });
+  redis.on("error", () => {});
+  try {
+    const found = new Map<string, RecordState>();
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
+      cursor = next;
+      if (keys.length === 0) continue;
+      const pipeline = redis.pipeline();
+      for (const key of keys)
+        pipeline.hmget(key, "state", "phase", "fence", ...(withResult ? ["result"] : []));
+      const replies = (await pipeline.exec()) ?? [];
+      keys.forEach((key, n) => {
+        const values = (replies[n]?.[1] ?? []) as (string | null)[];
+        found.set(key.slice(prefix.length), {
+          state: values[0] ?? null,
+          phase: values[1] ?? null,
+          fence: Number(values[2] ?? 0),
+          ...(withResult ? { result: values[3] ?? null } : {}),
+        });
+      });
+    } while (cursor !== "0");
+    return found;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Transitions the workers saw acknowledged before `killAt` that Redis, restarted, no longer holds. */
+function compareWithAcks(
+  children: readonly ChaosChild[],
+  snapshot: Map<string, RecordState>,
+  killAt: number,
+): { lostKeys: string[]; gone: number; acked: number } {
+  const expected = new Map<string, { fence: number; rank: number }>();
+  let acked = 0;
+  for (const child of children) {
+    if (!child.name.startsWith("worker-")) continue;
+    for (const event of child.events) {
+      if (event.e !== "s" || event.at >= killAt) continue;
+      const rank = ACK_RANK[String(event.op)];
+      if (rank === undefined) continue;
+      if (event.op === "claim" ? !GRANTS.has(String(event.o)) : event.r !== "ok") continue;
+      acked += 1;
+      const k = String(event.k);
+      const fence = Number(event.f);
+      const seen = expected.get(k);
+      if (!seen || fence > seen.fence || (fence === seen.fence && rank > seen.rank)) {
+        expected.set(k, { fence, rank });
+      }
+    }
+  }
+  const lostKeys: string[] = [];
+  let gone = 0;
+  for (const [key, want] of expected) {
+    const have = snapshot.get(key);
+    if (!have) {
+      lostKeys.push(key);
+      gone += 1;
+      continue;
+    }
+    const rank = rankOf(have.state, have.phase);
+    if (have.fence < want.fence || (have.fence === want.fence && rank < want.rank)) lostKeys.push(key);
+  }
+  return { lostKeys, gone, acked };
+}
+
+function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+}
+
+/** What every process said about one call, in order: for the report of a call that went wrong. */
+function timeline(children: readonly ChaosChild[], t0: number, key: string, i: number): string[] {
+  const lines: { at: number; text: string }[] = [];
+  for (const child of children) {
+    for (const event of child.events) {
+      if (event.k !== key && event.i !== i && event.job !== jobIdForKey(key)) continue;
+      const { e, at, k: _k, ...rest } = event;
+      lines.push({ at, text: `${child.name}(${child.pid}) ${e} ${JSON.stringify(rest)}` });
+    }
+  }
+  return lines
+    .sort((a, b) => a.at - b.at)
+    .map((line) => `      +${((line.at - t0) / 1000).toFixed(3)}s ${line.text}`);
+}

@@ -1,0 +1,92 @@
+import net from "node:net";
+
+/**
+ * A TCP proxy in the test process between the workers and Redis: it can cut every open connection at once
+ * (as a flaky network or a load balancer would) and refuse new ones for a while.
+ */
+export class TcpProxy {
+  readonly #server: net.Server;
+  readonly #targetPort: number;
+  readonly #pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
+  #refusing = false;
+  /** Connections accepted since start. */
+  accepted = 0;
+  /** Connections destroyed by `cut()`. */
+  severed = 0;
+
+  private constructor(server: net.Server, targetPort: number) {
+    this.#server = server;
+    this.#targetPort = targetPort;
+  }
+
+  /** Listens on a free port of 127.0.0.1 and forwards to `targetPort` there. */
+  static async start(targetPort: number): Promise<TcpProxy> {
+    const server = net.createServer();
+    const proxy = new TcpProxy(server, targetPort);
+    server.on("connection", (client) => proxy.#accept(client));
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen({ host: "127.0.0.1", port: 0 }, () => resolve());
+    });
+    return proxy;
+  }
+
+  get port(): number {
+    return (this.#server.address() as net.AddressInfo).port;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** How many connections are open right now. */
+  get open(): number {
+    return this.#pairs.size;
+  }
+
+  /** Destroys every open connection, both sides; returns how many. */
+  cut(): number {
+    const pairs = [...this.#pairs];
+    for (const pair of pairs) {
+      pair.client.destroy();
+      pair.upstream.destroy();
+    }
+    this.#pairs.clear();
+    this.severed += pairs.length;
+    return pairs.length;
+  }
+
+  /** While refusing, new connections are closed at once (the clients retry with their backoff). */
+  refuse(refusing: boolean): void {
+    this.#refusing = refusing;
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #accept(client: net.Socket): void {
+    if (this.#refusing) {
+      client.destroy();
+      return;
+    }
+    this.accepted += 1;
+    const upstream = net.connect({ host: "127.0.0.1", port: this.#targetPort });
+    const pair = { client, upstream };
+    this.#pairs.add(pair);
+    const close = () => {
+      this.#pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    client.on("error", close);
+    upstream.on("error", close);
+    client.on("close", close);
+    upstream.on("close", close);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+}
