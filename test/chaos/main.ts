@@ -10,7 +10,10 @@ import { describeReport, summaryLine } from "./describe-report.js";
 import { randomSeed } from "./random.js";
 import { runChaos } from "./run-chaos.js";
 
+// `pnpm test:chaos -- --seed N` hands the script a literal "--" first: skip it.
+const args = process.argv.slice(2);
 const { values } = parseArgs({
+  args: args[0] === "--" ? args.slice(1) : args,
   options: {
     seed: { type: "string" },
     short: { type: "boolean", default: false },
