@@ -3,15 +3,14 @@ import {
   type CallContext,
   type ClaimOutcome,
   classifyWith,
-  deriveKey,
   type EffectContext,
+  effectKey,
   fingerprint,
   IdempotencyConflictError,
   InFlightError,
   jobIdForKey,
   KeyMismatchError,
   LeaseLostError,
-  MissingStepIdentityError,
   type OnceStore,
   OutcomeUnknownError,
   type Ownership,
@@ -245,13 +244,7 @@ class CallFlow {
   /** Step 1: the job must name its own key; nothing is touched if it does not. */
   #check(tool: AnyTool, call: CallData, job: Job, span: Span): Attempt {
     try {
-      const missing = (["taskId", "stepId"] as const).filter((part) => call[part] === undefined);
-      if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
-      const key = deriveKey({
-        namespace: call.namespace,
-        taskId: call.taskId ?? "",
-        stepId: call.stepId ?? "",
-      });
+      const key = effectKey(tool.name, call);
       const expected = jobIdForKey(key);
       if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
       return { tool, call, key, job, span };

@@ -5,12 +5,11 @@ import {
   CallFailedError,
   DEFAULT_NAMESPACE,
   DispatchTimeoutError,
-  deriveKey,
+  effectKey,
   fingerprint,
   IdempotencyConflictError,
   type InputOf,
   jobIdForKey,
-  MissingStepIdentityError,
   type OnceRecord,
   type OnceStore,
   OutcomeUnknownError,
@@ -205,10 +204,7 @@ export class Dispatcher {
     };
     const result = await this.#telemetry.span(`call ${tool.name}`, { attributes }, async (span) => {
       this.#registry.resolve(tool);
-      if (tool.kind === "effect") {
-        const missing = (["taskId", "stepId"] as const).filter((part) => options[part] === undefined);
-        if (missing.length > 0) throw new MissingStepIdentityError(tool.name, missing);
-      }
+      const key = tool.kind === "effect" ? effectKey(tool.name, { ...options, namespace }) : undefined;
       parseInput(tool, input);
       this.#telemetry.payload(span, "input", input);
       const data: CallData = {
@@ -220,9 +216,9 @@ export class Dispatcher {
         ...(options.stepId === undefined ? {} : { stepId: options.stepId }),
       };
       const answer =
-        tool.kind === "effect"
-          ? await this.#callOnce(tool, data, options, span)
-          : await this.#callDirect(tool, data, options, span);
+        key === undefined
+          ? await this.#callDirect(tool, data, options, span)
+          : await this.#callOnce(tool, data, key, options, span);
       span.setAttributes({ [ATTR_ONCE_REPLAYED]: answer.replayed, [ATTR_ONCE_ENQUEUES]: answer.enqueues });
       this.#telemetry.payload(span, "result", answer.result);
       return answer;
@@ -240,12 +236,13 @@ export class Dispatcher {
   }
 
   /** One call per key in this process: a second caller of a running key joins it. */
-  #callOnce(tool: AnyTool, data: CallData, options: CallOptions, span: Span): Promise<CallResult<unknown>> {
-    const key = deriveKey({
-      namespace: data.namespace,
-      taskId: data.taskId ?? "",
-      stepId: data.stepId ?? "",
-    });
+  #callOnce(
+    tool: AnyTool,
+    data: CallData,
+    key: string,
+    options: CallOptions,
+    span: Span,
+  ): Promise<CallResult<unknown>> {
     span.setAttribute(ATTR_ONCE_KEY, key);
     const print = fingerprint(tool.name, data.input);
     const running = this.#inFlight.get(key);

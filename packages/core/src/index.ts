@@ -28,6 +28,7 @@ export { canonicalJson, fingerprint } from "./fingerprint.js";
 export {
   DEFAULT_NAMESPACE,
   deriveKey,
+  effectKey,
   isKey,
   jobIdForKey,
   keyFromJobId,

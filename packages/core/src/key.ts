@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { InvalidKeyPartError } from "./errors.js";
+import { InvalidKeyPartError, MissingStepIdentityError } from "./errors.js";
 
 const KEY_VERSION = "once/key/v1";
 const MAX_PART_LENGTH = 256;
@@ -50,6 +50,21 @@ export function deriveKey(identity: StepIdentity): string {
     at += 4 + length;
   }
   return createHash("sha256").update(KEY_VERSION).update(encoded).digest("hex");
+}
+
+/** The key of an effect call, whose `taskId` and `stepId` are required: a {@link MissingStepIdentityError} names the missing ones. */
+export function effectKey(
+  tool: string,
+  parts: { namespace?: string; taskId?: string; stepId?: string },
+): string {
+  const { namespace, taskId, stepId } = parts;
+  if (taskId === undefined || stepId === undefined) {
+    throw new MissingStepIdentityError(
+      tool,
+      (["taskId", "stepId"] as const).filter((part) => parts[part] === undefined),
+    );
+  }
+  return deriveKey(namespace === undefined ? { taskId, stepId } : { namespace, taskId, stepId });
 }
 
 const KEY_PATTERN = /^[0-9a-f]{64}$/;

@@ -1,6 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { deriveKey, InvalidKeyPartError, isKey, jobIdForKey, keyFromJobId } from "../src/index.js";
+import {
+  deriveKey,
+  effectKey,
+  InvalidKeyPartError,
+  isKey,
+  jobIdForKey,
+  keyFromJobId,
+  MissingStepIdentityError,
+} from "../src/index.js";
 
 // Parts made mostly of the characters a naive encoding would use as separators.
 const part = fc.string({
@@ -67,5 +75,13 @@ describe("jobIdForKey", () => {
   it("reads no key out of a foreign id", () => {
     expect(keyFromJobId("123")).toBeUndefined();
     expect(keyFromJobId(`once-${"g".repeat(64)}`)).toBeUndefined();
+  });
+});
+
+describe("effectKey", () => {
+  it("is deriveKey for a call that names its step, and names what is missing otherwise", () => {
+    expect(effectKey("charge", { taskId: "t", stepId: "s" })).toBe(deriveKey({ taskId: "t", stepId: "s" }));
+    expect(() => effectKey("charge", { taskId: "t" })).toThrow(MissingStepIdentityError);
+    expect(() => effectKey("charge", {})).toThrow(/taskId and stepId required/);
   });
 });
