@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   type AnyTool,
   assertRetryWindow,
@@ -315,17 +316,11 @@ export class Dispatcher {
   ): Promise<CallResult<unknown>> {
     const { timeoutMs, retries } = { ...this.#defaults, ...definedOnly(options) };
     for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
-      const job = await this.#enqueue(tool, data, undefined);
-      const jobId = String(job.id);
+      // An id of our own, so listening starts before the job exists and no completion goes unseen.
+      const jobId = `call-${randomUUID()}`;
       const watch = this.#watch(jobId);
       try {
-        const state = await job.getState();
-        if (state === "completed" || state === "failed") {
-          const fresh = await this.#queue.getJob(jobId);
-          if (state === "completed")
-            return { result: fresh?.returnvalue?.result, replayed: false, jobId, enqueues };
-          throw new JobFailedError(tool.name, jobId, fresh?.failedReason ?? "failed");
-        }
+        await this.#enqueue(tool, data, jobId);
         const settled = await watch.next(timeoutMs);
         if (settled?.kind === "completed")
           return { result: settled.value.result, replayed: false, jobId, enqueues };
@@ -356,10 +351,10 @@ export class Dispatcher {
   }
 
   /** One enqueue, as a producer span whose context travels in the job data. */
-  #enqueue(tool: AnyTool, data: CallData, jobId: string | undefined) {
+  #enqueue(tool: AnyTool, data: CallData, jobId: string) {
     const attributes = {
       ...producerAttributes(this.#queue.name),
-      ...(jobId ? { [ATTR_MESSAGING_MESSAGE_ID]: jobId } : {}),
+      [ATTR_MESSAGING_MESSAGE_ID]: jobId,
     };
     return this.#telemetry.span(`send ${this.#queue.name}`, { kind: SpanKind.PRODUCER, attributes }, () => {
       const trace = currentTraceCarrier();
