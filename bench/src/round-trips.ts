@@ -137,6 +137,8 @@ export async function countRoundTrips(ctx: BenchContext, jobs = 1_000): Promise<
         const data: CallData = {
           v: CALL_VERSION,
           tool: TOOL_NAME,
+          kind: "effect",
+          callId: `${queueName}-${i}`,
           namespace: "bench",
           taskId,
           stepId: String(i),

@@ -81,6 +81,8 @@ export async function compareWorkers(
       const data: CallData = {
         v: CALL_VERSION,
         tool: TOOL_NAME,
+        kind: "effect",
+        callId: `${queueName}-${i}`,
         namespace: "bench",
         taskId,
         stepId: String(i),

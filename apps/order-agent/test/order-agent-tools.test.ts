@@ -23,6 +23,8 @@ function effectContext(key = randomBytes(32).toString("hex")): EffectContext {
     signal: new AbortController().signal,
     key,
     fence: 1,
+    // Run directly, outside a worker: there is no lease to lose.
+    assertLease: async () => {},
   };
 }
 

@@ -1,8 +1,11 @@
 import {
   type AnyTool,
+  assertRetryWindow,
+  type BackoffSetting,
   type CallContext,
   type ClaimOutcome,
   classifyWith,
+  DEFAULT_LEASE_MS,
   type EffectContext,
   effectKey,
   fingerprint,
@@ -19,6 +22,8 @@ import {
   ReplayedFailureError,
   ResultNotSerializableError,
   ResultTooLargeError,
+  type RetryWindow,
+  type RetryWindowInput,
   TransitionRefusedError,
   toStoredError,
   type WriteOutcome,
@@ -43,7 +48,7 @@ import {
   EVENT_TAKEOVER,
 } from "./attributes.js";
 import { unrecoverable } from "./errors.js";
-import { type CallData, type CallOutcome, parseCallData } from "./job-data.js";
+import { assertSameDeclaration, type CallData, type CallOutcome, parseCallData } from "./job-data.js";
 import { Lease } from "./lease.js";
 import { ToolRegistry } from "./registry.js";
 import {
@@ -62,21 +67,37 @@ export interface CallProcessorOptions {
   leaseMs?: number;
   /** Largest result stored, in bytes of JSON. Default 1 MiB. */
   maxResultBytes?: number;
+  /**
+   * The `lockDuration` and `stalledInterval` of the BullMQ `Worker` that runs this processor, for the
+   * retry-window check. A processor cannot read them from its worker: when left out, BullMQ's defaults
+   * (30 s each) are assumed, and the check's terms say so. `OnceWorker` fills them in from its own options.
+   */
+  worker?: { lockDurationMs?: number; stalledIntervalMs?: number };
+  /** The `attempts` and `backoff` your jobs are enqueued with, for the retry-window check. */
+  jobRetry?: { attempts?: number; backoff?: BackoffSetting };
+  /** How long a crashed orchestrator may take to resume with the same step ids. Default 0. */
+  resumeGapMs?: number;
   telemetry?: TelemetryOptions;
 }
 
-export const DEFAULT_LEASE_MS = 30_000;
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 
-/** A BullMQ processor function for once calls. */
-export type CallProcessor = (job: Job, token?: string) => Promise<CallOutcome>;
+/** A BullMQ processor function for once calls, with the retry window it was checked against. */
+export interface CallProcessor {
+  (job: Job, token?: string): Promise<CallOutcome>;
+  readonly retryWindow: RetryWindow;
+}
 
 /**
  * The worker flow of docs/protocol.md as a BullMQ processor: parse and check the job, claim its key,
  * then run, replay, reconcile or wait as the claim says. Errors that retrying cannot mend are thrown
  * as BullMQ `UnrecoverableError`s carrying once's named error as `cause`.
+ *
+ * Refuses to start ({@link RetryWindowError}) when the store's retention is shorter than the retry window:
+ * a record that expires while its job can still be retried lets the retry run the effect again.
  */
 export function createCallProcessor(options: CallProcessorOptions): CallProcessor {
+  const retryWindow = assertRetryWindow(workerRetryWindow(options));
   const registry = new ToolRegistry(options.tools);
   const telemetry = new Telemetry(options.telemetry);
   const flow = new CallFlow(
@@ -85,7 +106,7 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
     options.maxResultBytes,
     telemetry,
   );
-  return async function processCall(job: Job, token?: string): Promise<CallOutcome> {
+  async function processCall(job: Job, token?: string): Promise<CallOutcome> {
     const carrier = (job.data as { trace?: unknown } | undefined)?.trace;
     return telemetry.span(
       `process ${job.queueName}`,
@@ -103,6 +124,7 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
         try {
           call = parseCallData(job.data);
           tool = registry.get(call.tool);
+          assertSameDeclaration(tool, call, job.id);
         } catch (error) {
           throw unrecoverable(error as Error);
         }
@@ -132,6 +154,21 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
       // An in-flight wait (the job moved to delayed by throwing) and a replayed failure are not failures.
       (error) => error instanceof DelayedError || (error as Error).cause instanceof ReplayedFailureError,
     );
+  }
+  return Object.assign(processCall, { retryWindow });
+}
+
+/** The retry window of a worker-side entry point, from its options (the dispatcher's is in dispatcher.ts). */
+function workerRetryWindow(options: CallProcessorOptions): RetryWindowInput {
+  return {
+    retentionMs: options.store.retentionMs,
+    tools: options.tools,
+    leaseMs: options.leaseMs,
+    attempts: options.jobRetry?.attempts,
+    backoff: options.jobRetry?.backoff,
+    lockDurationMs: options.worker?.lockDurationMs,
+    stalledIntervalMs: options.worker?.stalledIntervalMs,
+    resumeGapMs: options.resumeGapMs,
   };
 }
 
@@ -140,6 +177,8 @@ interface Attempt {
   tool: AnyTool;
   call: CallData;
   key: string;
+  /** The call's fingerprint: what every outcome of this attempt belongs to. */
+  fingerprint: string;
   job: Job;
   span: Span;
 }
@@ -190,13 +229,12 @@ class CallFlow {
   ): Promise<CallOutcome> {
     const attempt = this.#check(tool, call, job, span);
     span.setAttribute(ATTR_ONCE_KEY, attempt.key);
-    const started = performance.now();
-    // The store's lease starts no earlier than this: the owner counts its lease from here, not from when it
-    // read the answer, so a stall in between cannot make it trust a lease that already ran out.
-    const claimSentAt = Date.now();
+    // The store's lease starts no earlier than this: the owner counts its lease from here (on the monotonic
+    // clock), not from when it read the answer, so a stall in between cannot make it trust a lease that ran out.
+    const claimSentAt = performance.now();
     const claim = await this.#store.claim({
       key: attempt.key,
-      fingerprint: fingerprint(tool.name, call.input),
+      fingerprint: attempt.fingerprint,
       tool: tool.name,
       phase: tool.prepare ? "prepare" : "effect",
       leaseMs: this.#leaseFor(tool),
@@ -204,9 +242,10 @@ class CallFlow {
       // tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record, link nothing.
       trace: traceCarrier(span.spanContext())?.traceparent,
     });
-    this.#telemetry.claimDuration.record(performance.now() - started, { [ATTR_ONCE_TOOL]: tool.name });
+    this.#telemetry.claimDuration.record(performance.now() - claimSentAt, { [ATTR_ONCE_TOOL]: tool.name });
     this.#trace(attempt, claim);
-    return this.#act(attempt, claim, token, claimSentAt);
+    const outcome = await this.#act(attempt, claim, token, claimSentAt);
+    return { ...outcome, fingerprint: attempt.fingerprint, ...(call.v === 1 ? {} : { callId: call.callId }) };
   }
 
   /** The claim's outcome on the attempt's span: an attribute, an event, a link to the executing attempt. */
@@ -247,7 +286,7 @@ class CallFlow {
       const key = effectKey(tool.name, call);
       const expected = jobIdForKey(key);
       if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
-      return { tool, call, key, job, span };
+      return { tool, call, key, fingerprint: fingerprint(tool.name, call.input), job, span };
     } catch (error) {
       throw unrecoverable(error as Error);
     }
@@ -297,7 +336,7 @@ class CallFlow {
         await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
         throw unrecoverable(error as Error);
       }
-      const ctx = this.#context(attempt, owner, lease.signal);
+      const ctx = this.#context(attempt, owner, lease);
       let prepared: unknown;
       if (tool.prepare) {
         try {
@@ -317,7 +356,7 @@ class CallFlow {
       // out and another owner take over: the effect never starts on a lease this owner cannot vouch for.
       // When fresh, this check and the call of `run` are one synchronous stretch: `run` starts with at least
       // half of its lease left.
-      if (!lease.fresh && !(await lease.confirm())) throw new LeaseLostError(key, owner.token);
+      await lease.assert();
       let output: unknown;
       try {
         output = await this.#telemetry.span(`effect ${tool.name}`, {}, () =>
@@ -367,7 +406,7 @@ class CallFlow {
     try {
       const input = parseInput(tool, attempt.call.input);
       const reconcile = tool.reconcile;
-      const ctx = this.#context(attempt, owner, lease.signal);
+      const ctx = this.#context(attempt, owner, lease);
       verdict = await this.#telemetry.span(`reconcile ${tool.name}`, {}, async (span) => {
         const answer = await reconcile(input, ctx);
         span.setAttribute("once.applied", answer.applied);
@@ -425,7 +464,7 @@ class CallFlow {
     if (answer.outcome === "refused") throw new TransitionRefusedError(key, "owner write", answer.reason);
   }
 
-  #context(attempt: Attempt, owner: Ownership, signal: AbortSignal): EffectContext {
+  #context(attempt: Attempt, owner: Ownership, lease: Lease): EffectContext {
     const { call, key, tool, job } = attempt;
     return {
       tool: tool.name,
@@ -433,9 +472,10 @@ class CallFlow {
       taskId: call.taskId ?? "",
       stepId: call.stepId ?? "",
       attempt: job.attemptsMade + 1,
-      signal,
+      signal: lease.signal,
       key,
       fence: owner.fence,
+      assertLease: () => lease.assert(),
     };
   }
 

@@ -36,7 +36,6 @@ import {
   EVENT_IN_FLIGHT,
   EVENT_TIMEOUT,
 } from "./attributes.js";
-import { DEFAULT_LEASE_MS } from "./call-processor.js";
 import { JobFailedError } from "./errors.js";
 import { CALL_VERSION, type CallData, type CallOutcome } from "./job-data.js";
 import { ToolRegistry } from "./registry.js";
@@ -61,7 +60,10 @@ export interface DispatcherOptions {
     attempts?: number;
     backoff?: BackoffSetting;
   };
-  /** The workers' settings, for the retry-window check. BullMQ's defaults if omitted. */
+  /**
+   * The workers' settings, for the retry-window check (the tools' own leases count too). once's and BullMQ's
+   * defaults if omitted.
+   */
   worker?: { leaseMs?: number; lockDurationMs?: number; stalledIntervalMs?: number };
   /** How long a crashed orchestrator may take to resume with the same step ids. Default 0. */
   resumeGapMs?: number;
@@ -99,6 +101,20 @@ interface Closable {
   quit(): Promise<unknown>;
 }
 
+/** An effect call on its way: what every answer to it is checked against. */
+interface KeyedCall {
+  tool: AnyTool;
+  key: string;
+  jobId: string;
+  fingerprint: string;
+  /** This `call()`'s own id, in the job data: it tells whether the job under the key is this call's. */
+  callId: string;
+  /** Set when this call re-ran a failed job that another call created: what that job does now is this call's. */
+  revived: boolean;
+}
+
+type Runner = "this call" | "another call" | "unknown";
+
 type Settled =
   | { kind: "completed"; value: CallOutcome }
   | { kind: "failed"; reason: string }
@@ -123,7 +139,10 @@ export class Dispatcher {
   readonly #jobOptions: JobsOptions;
   #closed: Promise<void> | undefined;
   readonly #waiters = new Map<string, Set<(settled: Settled) => void>>();
-  readonly #inFlight = new Map<string, { fingerprint: string; result: Promise<CallResult<unknown>> }>();
+  readonly #inFlight = new Map<
+    string,
+    { tool: string; fingerprint: string; result: Promise<CallResult<unknown>> }
+  >();
 
   private constructor(options: DispatcherOptions, events: QueueEvents, owned: Closable | undefined) {
     this.#queue = options.queue;
@@ -139,11 +158,13 @@ export class Dispatcher {
       retryBackoffMs: options.retryBackoffMs ?? 0,
     };
     this.#jobOptions = options.jobOptions ?? {};
+    // The same inputs as the worker side's check (call-processor.ts), so both compute the same window.
     this.retryWindow = assertRetryWindow({
       retentionMs: options.store.retentionMs,
+      tools: options.tools,
       attempts: options.jobOptions?.attempts,
       backoff: options.jobOptions?.backoff,
-      leaseMs: options.worker?.leaseMs ?? DEFAULT_LEASE_MS,
+      leaseMs: options.worker?.leaseMs,
       lockDurationMs: options.worker?.lockDurationMs,
       stalledIntervalMs: options.worker?.stalledIntervalMs,
       dispatcher: {
@@ -208,14 +229,16 @@ export class Dispatcher {
       const key = tool.kind === "effect" ? effectKey(tool.name, { ...options, namespace }) : undefined;
       parseInput(tool, input);
       this.#telemetry.payload(span, "input", input);
-      const data: CallData = {
+      const data = {
         v: CALL_VERSION,
         tool: tool.name,
+        kind: tool.kind,
+        callId: randomUUID(),
         namespace,
         input,
         ...(options.taskId === undefined ? {} : { taskId: options.taskId }),
         ...(options.stepId === undefined ? {} : { stepId: options.stepId }),
-      };
+      } satisfies CallData;
       const answer =
         key === undefined
           ? await this.#callDirect(tool, data, options, span)
@@ -239,39 +262,44 @@ export class Dispatcher {
   /** One call per key in this process: a second caller of a running key joins it. */
   #callOnce(
     tool: AnyTool,
-    data: CallData,
+    data: CallData & { v: typeof CALL_VERSION },
     key: string,
     options: CallOptions,
     span: Span,
   ): Promise<CallResult<unknown>> {
     span.setAttribute(ATTR_ONCE_KEY, key);
-    const print = fingerprint(tool.name, data.input);
+    const call: KeyedCall = {
+      tool,
+      key,
+      jobId: jobIdForKey(key),
+      fingerprint: fingerprint(tool.name, data.input),
+      callId: data.callId,
+      revived: false,
+    };
     const running = this.#inFlight.get(key);
     if (running) {
-      if (running.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, tool.name);
+      if (running.fingerprint !== call.fingerprint)
+        throw new IdempotencyConflictError(key, tool.name, running.tool);
       span.addEvent(EVENT_IN_FLIGHT, { "once.joined": true });
-      return running.result;
+      // This caller enqueues and runs nothing: whatever the call it joined gets, for this one it is a replay.
+      return running.result.then((answer) => ({ ...answer, replayed: true, enqueues: 0 }));
     }
-    const result = this.#callEffect(tool, data, key, print, options, span).finally(() =>
-      this.#inFlight.delete(key),
-    );
-    this.#inFlight.set(key, { fingerprint: print, result });
+    const result = this.#callEffect(call, data, options, span).finally(() => this.#inFlight.delete(key));
+    this.#inFlight.set(key, { tool: tool.name, fingerprint: call.fingerprint, result });
     return result;
   }
 
   async #callEffect(
-    tool: AnyTool,
+    call: KeyedCall,
     data: CallData,
-    key: string,
-    print: string,
     options: CallOptions,
     span: Span,
   ): Promise<CallResult<unknown>> {
-    const jobId = jobIdForKey(key);
+    const { tool, key, jobId } = call;
     const watch = this.#watch(jobId);
     try {
       // Listening starts before the look-up, so a completion between the two is not missed.
-      const stored = this.#fromRecord(await this.#store.get(key), tool, key, print, 0, true);
+      const stored = this.#fromRecord(await this.#store.get(key), call, 0, "before the call");
       if (stored) {
         span.addEvent(EVENT_DEDUP_HIT, { "once.stored_state": "done" });
         return stored;
@@ -287,18 +315,16 @@ export class Dispatcher {
         const deadline = Date.now() + timeoutMs;
         let settled = await watch.next(timeoutMs);
         while (settled?.kind === "duplicated") {
-          const finished = await this.#revisit(jobId, key, enqueues);
+          const finished = await this.#revisit(call, enqueues);
           if (finished) return finished;
           settled = await watch.next(deadline - Date.now());
         }
-        if (settled?.kind === "completed") {
-          const { result, outcome } = settled.value;
-          return { result, replayed: outcome === "replay", key, jobId, enqueues };
-        }
-        if (settled?.kind === "failed") throw await this.#failure(tool, key, print, jobId, settled.reason);
+        if (settled?.kind === "completed") return await this.#fromOutcome(settled.value, call, enqueues);
+        if (settled?.kind === "failed") throw await this.#failure(call, settled.reason);
         this.#timedOut(span, tool, enqueues, timeoutMs);
         // The job may have finished unseen (removed on completion): the record knows.
-        const late = this.#fromRecord(await this.#store.get(key), tool, key, print, enqueues, false);
+        const record = await this.#store.get(key);
+        const late = this.#fromRecord(record, call, enqueues, await this.#runner(call));
         if (late) return late;
       }
       throw new DispatchTimeoutError(key, tool.name, retries + 1, timeoutMs);
@@ -334,20 +360,52 @@ export class Dispatcher {
   }
 
   /**
-   * The enqueue found the job already there. A completed job answers with its stored return value; a
-   * failed one runs again, since a new call is a new attempt (an `unknown` record gets reconciled).
+   * The enqueue found the job already there: maybe another caller's, with another input, so the fingerprint
+   * binds here too. A completed job answers with its stored return value; a failed one runs again, since a
+   * new call is a new attempt (an `unknown` record gets reconciled).
    */
-  async #revisit(jobId: string, key: string, enqueues: number): Promise<CallResult<unknown> | undefined> {
-    const job = await this.#queue.getJob(jobId);
+  async #revisit(call: KeyedCall, enqueues: number): Promise<CallResult<unknown> | undefined> {
+    const job = await this.#queue.getJob(call.jobId);
     if (!job) return undefined;
+    const theirs = job.data as Partial<CallData> | undefined;
+    if (typeof theirs?.tool !== "string" || fingerprint(theirs.tool, theirs.input) !== call.fingerprint)
+      throw new IdempotencyConflictError(call.key, call.tool.name, String(theirs?.tool));
     const state = await job.getState();
-    if (state === "completed") {
-      const value = job.returnvalue as CallOutcome | undefined;
-      return { result: value?.result, replayed: true, key, jobId, enqueues };
-    }
+    if (state === "completed") return this.#fromOutcome(job.returnvalue as CallOutcome, call, enqueues);
     // Another caller may have retried it first: then it is no longer failed, which is all we need.
-    if (state === "failed") await job.retry("failed").catch(() => undefined);
+    if (state === "failed") {
+      call.revived ||= await job.retry("failed").then(
+        () => true,
+        () => false,
+      );
+    }
     return undefined;
+  }
+
+  /**
+   * A completed job's return value, as this call's answer. The fingerprint binds: the job under this key
+   * may have run another caller's input. `replayed` unless this call's own enqueue created the job and the
+   * worker executed it (rather than answering from the store).
+   */
+  async #fromOutcome(outcome: CallOutcome, call: KeyedCall, enqueues: number): Promise<CallResult<unknown>> {
+    if (outcome.fingerprint !== call.fingerprint) {
+      // No fingerprint: a worker from before outcomes carried one. The record tells whose result this is.
+      const record = await this.#store.get(call.key);
+      const answer = outcome.fingerprint === undefined ? this.#fromRecord(record, call, enqueues) : undefined;
+      if (answer) return answer;
+      throw new IdempotencyConflictError(call.key, call.tool.name, record?.tool ?? call.tool.name);
+    }
+    const replayed = outcome.outcome === "replay" || !(outcome.callId === call.callId || call.revived);
+    return { result: outcome.result, replayed, key: call.key, jobId: call.jobId, enqueues };
+  }
+
+  /** Which call's enqueue created the job under this key: "this call", "another call", or unknown (no job). */
+  async #runner(call: KeyedCall): Promise<Runner> {
+    if (call.revived) return "this call";
+    const job = await this.#queue.getJob(call.jobId);
+    const callId = (job?.data as { callId?: unknown } | undefined)?.callId;
+    if (typeof callId !== "string") return "unknown";
+    return callId === call.callId ? "this call" : "another call";
   }
 
   /** One enqueue, as a producer span whose context travels in the job data. */
@@ -368,40 +426,36 @@ export class Dispatcher {
   }
 
   /**
-   * What the record says, if it settles the call: a result, or a failure to raise. `beforeCall`: the record
-   * was read before this call enqueued anything, so a settled one was settled by an earlier call — a replay.
-   * Read later, it was settled while this call waited: the execution this call asked for.
+   * What the record says, if it settles the call: a result, or a failure to raise. `runner`: whose execution
+   * settled it. Read before this call enqueued anything, it was an earlier call's — a replay; read later, it
+   * is this call's own unless the job under the key was created by another caller (this call joined it).
    */
   #fromRecord(
     record: OnceRecord | undefined,
-    tool: AnyTool,
-    key: string,
-    print: string,
+    call: KeyedCall,
     enqueues: number,
-    beforeCall: boolean,
+    runner: Runner | "before the call" = "unknown",
   ): CallResult<unknown> | undefined {
     if (!record) return undefined;
-    if (record.fingerprint !== print) throw new IdempotencyConflictError(key, tool.name, record.tool);
+    const { key, tool } = call;
+    if (record.fingerprint !== call.fingerprint)
+      throw new IdempotencyConflictError(key, tool.name, record.tool);
+    const replayed = runner === "before the call" || runner === "another call";
     if (record.state === "done") {
-      return {
-        result: JSON.parse(record.result ?? "null"),
-        replayed: beforeCall,
-        key,
-        jobId: jobIdForKey(key),
-        enqueues,
-      };
+      return { result: JSON.parse(record.result ?? "null"), replayed, key, jobId: call.jobId, enqueues };
     }
     if (record.state === "failed") {
       const stored = record.error ?? { name: "Error", message: "failed" };
-      throw beforeCall ? new ReplayedFailureError(key, stored) : new CallFailedError(key, tool.name, stored);
+      throw replayed ? new ReplayedFailureError(key, stored) : new CallFailedError(key, tool.name, stored);
     }
     return undefined;
   }
 
   /** Turns a failed job into once's named error, reading the record for what the worker left. */
-  async #failure(tool: AnyTool, key: string, print: string, jobId: string, reason: string): Promise<Error> {
+  async #failure(call: KeyedCall, reason: string): Promise<Error> {
+    const { key, tool } = call;
     const record = await this.#store.get(key);
-    if (record && record.fingerprint !== print)
+    if (record && record.fingerprint !== call.fingerprint)
       return new IdempotencyConflictError(key, tool.name, record.tool);
     if (record?.state === "failed") {
       const stored = record.error ?? { name: "Error", message: reason };
@@ -410,8 +464,18 @@ export class Dispatcher {
         ? new ReplayedFailureError(key, stored)
         : new CallFailedError(key, tool.name, stored);
     }
-    if (record?.state === "unknown") return new OutcomeUnknownError(key, tool.name, reason);
-    return new JobFailedError(tool.name, jobId, reason);
+    if (record?.state === "unknown") {
+      // The record says why in its own words; the worker's `failedReason` would repeat this error's message.
+      const why = record.error;
+      return new OutcomeUnknownError(
+        key,
+        tool.name,
+        why === undefined || why.name === OutcomeUnknownError.name
+          ? (why?.message ?? reason)
+          : `${why.name}: ${why.message}`,
+      );
+    }
+    return new JobFailedError(tool.name, call.jobId, reason);
   }
 
   #watch(jobId: string): { next(timeoutMs: number): Promise<Settled | undefined>; stop(): void } {

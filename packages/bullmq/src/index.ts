@@ -2,7 +2,6 @@ export {
   type CallProcessor,
   type CallProcessorOptions,
   createCallProcessor,
-  DEFAULT_LEASE_MS,
   DEFAULT_MAX_RESULT_BYTES,
 } from "./call-processor.js";
 export {

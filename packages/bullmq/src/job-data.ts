@@ -1,19 +1,37 @@
-import { InvalidJobDataError } from "@once/core";
+import { type AnyTool, InvalidJobDataError, keyFromJobId, ToolKindMismatchError } from "@once/core";
 import { z } from "zod";
 
-/** The version of the job-data shape; a worker refuses shapes it does not know. */
-export const CALL_VERSION = 1;
+/**
+ * The version of the job-data shape. 2 added `kind` (what the orchestrator declared) and `callId`; a worker
+ * refuses versions it does not know, so a worker from before a change never runs a job it cannot check.
+ */
+export const CALL_VERSION = 2;
 
-const callSchema = z.object({
-  v: z.literal(CALL_VERSION),
+const fields = {
   tool: z.string().min(1),
   namespace: z.string(),
   taskId: z.string().optional(),
   stepId: z.string().optional(),
   input: z.unknown(),
-  /** W3C trace context of the dispatcher's call span: `traceparent`, optionally `tracestate`. */
+  /** Trace context of the dispatcher's send span, as written by the OpenTelemetry propagation API. */
   trace: z.record(z.string(), z.string()).optional(),
-});
+};
+
+const callSchema = z.discriminatedUnion("v", [
+  z.object({
+    v: z.literal(CALL_VERSION),
+    ...fields,
+    /** The tool's kind as the orchestrator declared it; a worker that declares another refuses the job. */
+    kind: z.enum(["read", "write", "effect"]),
+    /**
+     * The dispatcher call that enqueued the job. The first enqueue of a job id creates the job and later ones
+     * are no-ops, so this names the one call whose enqueue ran it: every other caller's result is a replay.
+     */
+    callId: z.string().min(1),
+  }),
+  // Enqueued by a dispatcher from before `kind`: the job id's shape still tells a keyed (effect) call.
+  z.object({ v: z.literal(1), ...fields }),
+]);
 
 /** One tool call as it travels in a BullMQ job. It never carries the key: the worker derives it. */
 export type CallData = z.infer<typeof callSchema>;
@@ -24,24 +42,59 @@ export interface CallOutcome {
   /** `executed`: ran now; `replay`: answered from the store; `reconciled`: found out from the provider. */
   outcome: "executed" | "replay" | "reconciled" | "direct";
   fence?: number;
+  /** The fingerprint the result belongs to (effect calls): a caller with another input must not take it. */
+  fingerprint?: string;
+  /** The `callId` of the job that produced this outcome. */
+  callId?: string;
 }
 
-/** True when job data has the shape of a once call (so a wrapped processor routes it to once). */
+/**
+ * True when job data has the shape of a once call, of any version (so a wrapped processor routes it to
+ * once, which refuses a version it does not know, instead of to the user's own processor).
+ */
 export function isCallData(data: unknown): boolean {
   return (
     typeof data === "object" &&
     data !== null &&
-    (data as { v?: unknown }).v === CALL_VERSION &&
-    "tool" in data
+    typeof (data as { v?: unknown }).v === "number" &&
+    typeof (data as { tool?: unknown }).tool === "string"
   );
 }
 
 /** Parses job data; throws {@link InvalidJobDataError} naming every problem. */
 export function parseCallData(data: unknown): CallData {
+  const version = (data as { v?: unknown } | null | undefined)?.v;
+  if (typeof version === "number" && version > CALL_VERSION) {
+    throw new InvalidJobDataError([
+      `v: version ${version} is newer than this worker reads (1 to ${CALL_VERSION}): upgrade the worker`,
+    ]);
+  }
   const parsed = callSchema.safeParse(data);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.map(
     (i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`,
   );
   throw new InvalidJobDataError(issues, { cause: parsed.error });
+}
+
+/**
+ * Refuses a job that this worker's declaration of its tool disagrees with: the kind the orchestrator
+ * declared (in the job data since version 2), or a keyed job id (`once-<key>`, which only effect calls get)
+ * for a tool this worker does not run as an effect. Without this, a worker from an older deploy that
+ * declares an effect tool `write` would run a keyed call directly: no claim, no record, and a resume would
+ * charge again.
+ */
+export function assertSameDeclaration(tool: AnyTool, call: CallData, jobId: string | undefined): void {
+  const declared = call.v === 1 ? undefined : call.kind;
+  if (declared !== undefined && declared !== tool.kind) {
+    throw new ToolKindMismatchError(tool.name, declared, tool.kind, `job ${jobId} is a ${declared} call`);
+  }
+  if (tool.kind !== "effect" && jobId !== undefined && keyFromJobId(jobId) !== undefined) {
+    throw new ToolKindMismatchError(
+      tool.name,
+      declared,
+      tool.kind,
+      `job ${jobId} carries an idempotency key, as only effect calls do`,
+    );
+  }
 }

@@ -4,7 +4,9 @@ import { LeaseLostError, type OnceStore } from "@once/core";
  * Keeps an owner's lease alive with a heartbeat every third of the lease. `signal` aborts when the
  * lease is lost: the store said so, or no heartbeat has been confirmed for a whole lease (the owner
  * can no longer vouch that nobody took over). A confirmation counts from when its request was *sent*:
- * the store's lease began no earlier, so a stall before the answer was read cannot stretch it.
+ * the store's lease began no earlier, so a stall before the answer was read cannot stretch it. Every local
+ * judgement of the lease is on the monotonic clock (`performance.now()`): a wall-clock step (NTP) cannot
+ * make a stale lease look fresh.
  */
 export class Lease {
   readonly #controller = new AbortController();
@@ -16,8 +18,14 @@ export class Lease {
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
 
-  /** `confirmedAt`: local time at or before the store granted the lease (when the claim was sent). */
-  constructor(store: OnceStore, key: string, token: string, leaseMs: number, confirmedAt = Date.now()) {
+  /** `confirmedAt`: monotonic time at or before the store granted the lease (when the claim was sent). */
+  constructor(
+    store: OnceStore,
+    key: string,
+    token: string,
+    leaseMs: number,
+    confirmedAt = performance.now(),
+  ) {
     this.#store = store;
     this.#key = key;
     this.#token = token;
@@ -26,7 +34,7 @@ export class Lease {
     this.#schedule();
   }
 
-  /** Local time at or before the store last granted or extended the lease. */
+  /** Monotonic time (`performance.now()`) at or before the store last granted or extended the lease. */
   get confirmedAt(): number {
     return this.#confirmedAt;
   }
@@ -40,9 +48,17 @@ export class Lease {
     return this.#controller.signal.reason instanceof LeaseLostError;
   }
 
-  /** True while not lost and more than half the lease is left since the last confirmation, on the local clock. */
+  /** True while not lost and more than half the lease is left since the last confirmation. */
   get fresh(): boolean {
-    return !this.#controller.signal.aborted && Date.now() - this.#confirmedAt < this.#leaseMs / 2;
+    return !this.#controller.signal.aborted && performance.now() - this.#confirmedAt < this.#leaseMs / 2;
+  }
+
+  /**
+   * Resolves when the lease is fresh, or stale but confirmed now by a heartbeat; throws {@link LeaseLostError}
+   * otherwise. The last check before something leaves for the outside world.
+   */
+  async assert(): Promise<void> {
+    if (!this.fresh && !(await this.confirm())) throw new LeaseLostError(this.#key, this.#token);
   }
 
   /**
@@ -52,7 +68,7 @@ export class Lease {
    */
   async confirm(): Promise<boolean> {
     if (this.#controller.signal.aborted) return false;
-    const sentAt = Date.now();
+    const sentAt = performance.now();
     const answer = await this.#store.heartbeat(this.#key, this.#token, this.#leaseMs);
     if (answer.outcome !== "ok") {
       this.#abort(new LeaseLostError(this.#key, this.#token));
@@ -73,14 +89,14 @@ export class Lease {
   }
 
   async #beat(): Promise<void> {
-    const sentAt = Date.now();
+    const sentAt = performance.now();
     try {
       const answer = await this.#store.heartbeat(this.#key, this.#token, this.#leaseMs);
       if (answer.outcome === "ok") this.#confirmedAt = Math.max(this.#confirmedAt, sentAt);
       else return this.#abort(new LeaseLostError(this.#key, this.#token));
     } catch (error) {
       // Redis unreachable: keep trying until a whole lease has gone by unconfirmed.
-      if (Date.now() - this.#confirmedAt >= this.#leaseMs) {
+      if (performance.now() - this.#confirmedAt >= this.#leaseMs) {
         return this.#abort(new LeaseLostError(this.#key, this.#token), error);
       }
     }

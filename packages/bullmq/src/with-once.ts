@@ -4,7 +4,9 @@ import { isCallData } from "./job-data.js";
 
 /**
  * Wraps a BullMQ processor you already have: jobs that are once calls (enqueued by a `Dispatcher`)
- * run through once; every other job goes to your processor untouched.
+ * run through once; every other job goes to your processor untouched. Like `createCallProcessor`, it
+ * refuses to start when the store's retention is shorter than the retry window: give it your worker's
+ * `lockDuration` and `stalledInterval` as `worker`, or BullMQ's defaults are assumed.
  */
 export function withOnce<T, R>(
   processor: Processor<T, R>,

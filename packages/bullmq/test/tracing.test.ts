@@ -130,7 +130,16 @@ async function settled(): Promise<void> {
 
 async function addRaw(taskId: string, stepId: string, input: unknown) {
   const jobId = jobIdForKey(deriveKey({ taskId, stepId }));
-  const data = { v: CALL_VERSION, tool: charge.name, namespace: "default", taskId, stepId, input };
+  const data = {
+    v: CALL_VERSION,
+    tool: charge.name,
+    kind: charge.kind,
+    callId: `raw-${taskId}-${stepId}`,
+    namespace: "default",
+    taskId,
+    stepId,
+    input,
+  };
   const job = await queue.add(charge.name, data, { jobId });
   return job.waitUntilFinished(events, 10_000);
 }

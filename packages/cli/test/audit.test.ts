@@ -133,7 +133,7 @@ describe.concurrent("audit", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/^ +backoff +15h +BullMQ backoff over 5 attempts, maximum jitter$/m);
     expect(run.stdout).toMatch(
-      /^ +attempts +5m +5 × \(max\(lease 30000, lockDuration 30000\) \+ stalledInterval 30000\)$/m,
+      /^ +attempts +5m +5 × \(max\(lease 30000 \(the worker's\), lockDuration 30000\) \+ stalledInterval 30000\)$/m,
     );
     expect(run.stdout).toMatch(/^ +dispatcher +1m +2 re-enqueues/m);
     expect(run.stdout).toMatch(/^ +resumeGap +0s /m);

@@ -186,6 +186,25 @@ export class KeyMismatchError extends OnceError {
   }
 }
 
+/**
+ * The job and this worker disagree about a tool: another kind, or a key where the kind has none (two deploys
+ * that declare the tool differently). Nothing ran: an effect never runs outside the store.
+ */
+export class ToolKindMismatchError extends OnceError {
+  constructor(
+    readonly tool: string,
+    /** What the orchestrator that enqueued the job declared, or `undefined` for job data without a kind. */
+    readonly jobKind: string | undefined,
+    readonly workerKind: string,
+    reason: string,
+  ) {
+    super(
+      "ONCE_TOOL_KIND_MISMATCH",
+      `${tool}: ${reason}; the orchestrator declared it ${jobKind ?? "(no kind in the job data)"}, this worker declares it ${workerKind} — deploy both with one declaration (nothing ran)`,
+    );
+  }
+}
+
 /** Job data is not a once tool call. */
 export class InvalidJobDataError extends OnceError {
   constructor(

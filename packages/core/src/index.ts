@@ -21,6 +21,7 @@ export {
   type RetryWindowTerm,
   type StoredError,
   StoreUnavailableError,
+  ToolKindMismatchError,
   TransitionRefusedError,
   UnknownToolError,
 } from "./errors.js";
@@ -64,6 +65,7 @@ export {
   type CallContext,
   type ContextFor,
   classifyWith,
+  DEFAULT_LEASE_MS,
   defineTool,
   describeIssues,
   type EffectContext,

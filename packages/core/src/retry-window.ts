@@ -1,15 +1,26 @@
 import { RetryWindowError, type RetryWindowTerm } from "./errors.js";
+import { type AnyTool, DEFAULT_LEASE_MS } from "./tool.js";
 
 /** BullMQ's backoff setting, as given in job options. */
 export type BackoffSetting = number | { type: "fixed" | "exponential"; delay?: number; jitter?: number };
 
+/** BullMQ's defaults for a worker's `lockDuration` and `stalledInterval`. */
+const BULLMQ_LOCK_DURATION_MS = 30_000;
+const BULLMQ_STALLED_INTERVAL_MS = 30_000;
+
+/**
+ * Everything the retry window depends on. The worker side and the dispatcher pass the same fields, so both
+ * compute the same window; a setting left out is taken at its default, and the term's detail says so.
+ */
 export interface RetryWindowInput {
   retentionMs: number;
+  /** The tools: each effect tool runs with its own `leaseMs`, or `leaseMs` below. The longest counts. */
+  tools?: readonly AnyTool[];
+  /** The lease of effect tools without one of their own (the worker's `leaseMs`). Default 30 s. */
+  leaseMs?: number;
   /** BullMQ `attempts` of the job (default 1). */
   attempts?: number;
   backoff?: BackoffSetting;
-  /** once's lease. */
-  leaseMs: number;
   /** BullMQ worker `lockDuration` (default 30 s). */
   lockDurationMs?: number;
   /** BullMQ worker `stalledInterval` (default 30 s). */
@@ -23,14 +34,19 @@ export interface RetryWindowInput {
 export interface RetryWindow {
   worstCaseMs: number;
   terms: RetryWindowTerm[];
+  /** The longest lease an effect call runs with, as counted in the `attempts` term. */
+  leaseMs: number;
 }
 
 /** The longest time between the first and the last attempt of one key, term by term. */
 export function retryWindow(input: RetryWindowInput): RetryWindow {
   const attempts = Math.max(1, input.attempts ?? 1);
-  const lockMs = input.lockDurationMs ?? 30_000;
-  const stalledMs = input.stalledIntervalMs ?? 30_000;
-  const perAttempt = Math.max(input.leaseMs, lockMs) + stalledMs;
+  const lease = longestLease(input.tools, input.leaseMs ?? DEFAULT_LEASE_MS);
+  const lockMs = input.lockDurationMs ?? BULLMQ_LOCK_DURATION_MS;
+  const stalledMs = input.stalledIntervalMs ?? BULLMQ_STALLED_INTERVAL_MS;
+  const perAttempt = Math.max(lease.ms, lockMs) + stalledMs;
+  const lock = `lockDuration ${lockMs}${input.lockDurationMs === undefined ? " (BullMQ's default, assumed)" : ""}`;
+  const stalled = `stalledInterval ${stalledMs}${input.stalledIntervalMs === undefined ? " (BullMQ's default, assumed)" : ""}`;
   const terms: RetryWindowTerm[] = [
     {
       name: "backoff",
@@ -40,7 +56,7 @@ export function retryWindow(input: RetryWindowInput): RetryWindow {
     {
       name: "attempts",
       ms: attempts * perAttempt,
-      detail: `${attempts} × (max(lease ${input.leaseMs}, lockDuration ${lockMs}) + stalledInterval ${stalledMs})`,
+      detail: `${attempts} × (max(lease ${lease.ms} ${lease.from}, ${lock}) + ${stalled})`,
     },
   ];
   if (input.dispatcher) {
@@ -56,7 +72,7 @@ export function retryWindow(input: RetryWindowInput): RetryWindow {
     ms: input.resumeGapMs ?? 0,
     detail: "orchestrator crash-and-resume allowance",
   });
-  return { worstCaseMs: terms.reduce((sum, t) => sum + t.ms, 0), terms };
+  return { worstCaseMs: terms.reduce((sum, t) => sum + t.ms, 0), terms, leaseMs: lease.ms };
 }
 
 /** Throws {@link RetryWindowError}, printing every term, when retention is shorter than the retry window. */
@@ -66,6 +82,23 @@ export function assertRetryWindow(input: RetryWindowInput): RetryWindow {
     throw new RetryWindowError(input.retentionMs, window.worstCaseMs, window.terms);
   }
   return window;
+}
+
+/** The longest lease any effect tool runs with, and where it comes from (for the term's detail). */
+function longestLease(
+  tools: readonly AnyTool[] | undefined,
+  fallbackMs: number,
+): { ms: number; from: string } {
+  let longest = { ms: fallbackMs, from: "(the worker's)" };
+  const effects = tools?.filter((tool) => tool.kind === "effect") ?? [];
+  if (effects.length === 0) return longest;
+  longest = { ms: 0, from: "" };
+  for (const tool of effects) {
+    const ms = tool.leaseMs ?? fallbackMs;
+    if (ms > longest.ms)
+      longest = { ms, from: tool.leaseMs === undefined ? "(the worker's)" : `(${tool.name}'s own)` };
+  }
+  return longest;
 }
 
 function backoffTotal(backoff: BackoffSetting | undefined, attempts: number): number {

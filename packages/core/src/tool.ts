@@ -31,6 +31,13 @@ export interface EffectContext extends CallContext {
   stepId: string;
   key: string;
   fence: number;
+  /**
+   * Resolves when this owner still holds the key with at least half its lease ahead; rejects with
+   * `LeaseLostError` when it does not. Call it right before a request leaves for the provider (`fetchWithKey`
+   * does): an owner that was frozen past its lease finds out here, on the local monotonic clock and with a
+   * heartbeat, instead of from the first heartbeat after its request has left.
+   */
+  assertLease(): Promise<void>;
 }
 
 export type ContextFor<K extends ToolKind> = K extends "effect" ? EffectContext : CallContext;
@@ -76,6 +83,9 @@ export type AnyTool = Tool<string, ToolKind, z.ZodType, z.ZodType, any>;
 
 export type InputOf<T extends AnyTool> = z.input<T["input"]>;
 export type OutputOf<T extends AnyTool> = z.output<T["output"]>;
+
+/** The lease of an effect call's owner when neither the tool nor the worker sets one. */
+export const DEFAULT_LEASE_MS = 30_000;
 
 const TOOL_NAME = /^[A-Za-z][A-Za-z0-9_.-]{0,127}$/;
 const KINDS: readonly ToolKind[] = ["read", "write", "effect"];

@@ -1,4 +1,10 @@
-import { type AnyTool, type BackoffSetting, type RetryWindow, retryWindow } from "@once/core";
+import {
+  type AnyTool,
+  type BackoffSetting,
+  DEFAULT_LEASE_MS,
+  type RetryWindow,
+  retryWindow,
+} from "@once/core";
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
@@ -10,10 +16,10 @@ import { jsonText } from "../record-view.js";
 import { renderTable } from "../render-table.js";
 import { sideEffectVerb } from "../side-effect-names.js";
 
-/** The worker's default lease (DEFAULT_LEASE_MS of @once/bullmq), and BullMQ's and the dispatcher's defaults. */
+/** The worker's default lease, and BullMQ's and the dispatcher's defaults. */
 const DEFAULTS = {
   attempts: 1,
-  leaseMs: 30_000,
+  leaseMs: DEFAULT_LEASE_MS,
   lockDurationMs: 30_000,
   stalledIntervalMs: 30_000,
   retentionMs: 24 * 3_600_000,
@@ -134,8 +140,8 @@ export const auditCommand: Command = {
     }
 
     const effectTools = tools.map((f) => f.tool).filter((t) => t.kind === "effect");
-    const leaseMs = Math.max(settings.leaseMs, ...effectTools.map((t) => t.leaseMs ?? 0));
-    const window = windowFor(settings, leaseMs);
+    const window = windowFor(settings, effectTools);
+    const leaseMs = window.leaseMs;
     const windowOk = settings.retentionMs >= window.worstCaseMs;
     if (effectTools.length > 0 && !windowOk) {
       flags.push({
@@ -228,12 +234,14 @@ function hooksOf(tool: AnyTool) {
   };
 }
 
-function windowFor(settings: RetrySettings, leaseMs: number): RetryWindow {
+/** The window workers and dispatchers compute for these settings and tools (the same function). */
+function windowFor(settings: RetrySettings, tools: readonly AnyTool[]): RetryWindow {
   return retryWindow({
     retentionMs: settings.retentionMs,
+    tools,
     attempts: settings.attempts,
     ...(settings.backoff === undefined ? {} : { backoff: settings.backoff }),
-    leaseMs,
+    leaseMs: settings.leaseMs,
     lockDurationMs: settings.lockDurationMs,
     stalledIntervalMs: settings.stalledIntervalMs,
     dispatcher: { retries: settings.retries, timeoutMs: settings.timeoutMs },
