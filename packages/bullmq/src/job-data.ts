@@ -87,14 +87,14 @@ export function parseCallData(data: unknown): CallData {
 export function assertSameDeclaration(tool: AnyTool, call: CallData, jobId: string | undefined): void {
   const declared = call.v === 1 ? undefined : call.kind;
   if (declared !== undefined && declared !== tool.kind) {
-    throw new ToolKindMismatchError(tool.name, declared, tool.kind, `job ${jobId} is a ${declared} call`);
+    throw new ToolKindMismatchError(tool.name, declared, tool.kind);
   }
   if (tool.kind !== "effect" && jobId !== undefined && keyFromJobId(jobId) !== undefined) {
     throw new ToolKindMismatchError(
       tool.name,
       declared,
       tool.kind,
-      `job ${jobId} carries an idempotency key, as only effect calls do`,
+      `job ${jobId} carries an idempotency key, which only effect calls get`,
     );
   }
 }

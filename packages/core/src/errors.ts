@@ -196,11 +196,13 @@ export class ToolKindMismatchError extends OnceError {
     /** What the orchestrator that enqueued the job declared, or `undefined` for job data without a kind. */
     readonly jobKind: string | undefined,
     readonly workerKind: string,
-    reason: string,
+    detail?: string,
   ) {
+    const declared = jobKind === undefined ? "sent no kind" : `declared it ${jobKind}`;
     super(
       "ONCE_TOOL_KIND_MISMATCH",
-      `${tool}: ${reason}; the orchestrator declared it ${jobKind ?? "(no kind in the job data)"}, this worker declares it ${workerKind} — deploy both with one declaration (nothing ran)`,
+      `${tool}: the orchestrator ${declared}, this worker declares it ${workerKind}${detail ? ` (${detail})` : ""}; ` +
+        "nothing ran: deploy both sides with one declaration of the tool",
     );
   }
 }
