@@ -11,10 +11,11 @@
 // - `guarded` (the default): the request is written on an open connection right after a last look at the
 //   lease on the local clock ("has this run gone on for longer than the lease that was left when it
 //   started?"). A process frozen before that look sends nothing when it thaws.
-// - `fetch`: the usual tool — `ctx.signal.throwIfAborted()`, then `fetch` (through PaymentsClient). The
-//   request leaves some event-loop turns later; a process frozen in between sends it when it thaws, however
-//   long it slept, because a thawed process runs its pending I/O before its heartbeat can say the lease is
-//   gone.
+// - `fetch`: the usual tool — `ctx.signal.throwIfAborted()` and `await ctx.assertLease()` (what
+//   `fetchWithKey` does), then `fetch` (through PaymentsClient). A process frozen before that look finds, when
+//   it thaws, that more than half its lease has gone by on the monotonic clock, asks the store and sends
+//   nothing. The request still leaves some event-loop turns after the look; a process frozen in between sends
+//   it when it thaws, however long it slept (chaos/send-window.ts measures the look's effect).
 
 import { defineTool, type EffectContext, type ErrorClass, type ReconcileResult } from "@once/core";
 import { type EffectQuery, PaymentsClient, PaymentsError } from "@once/payments";
@@ -138,8 +139,9 @@ export function chaosTools(options: ChaosToolOptions) {
     });
 
     if (transport === "fetch") {
-      // The usual tool: look at the signal last thing, then fetch.
+      // The usual tool: look at the signal and the lease last thing, then fetch.
       ctx.signal.throwIfAborted();
+      await ctx.assertLease();
       const checkedAt = Date.now();
       const body = { ...fields, metadata: metadata(checkedAt) };
       const request =

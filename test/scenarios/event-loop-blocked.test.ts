@@ -4,6 +4,11 @@
 //   a. blocked after the provider charged: the re-run reconciles and returns that charge;
 //   b. blocked in prepare: the re-run takes the key over and charges; the first worker, unblocked, finds
 //      its lease gone before it could begin the effect.
+//   c. blocked in run, right before the provider request: unblocked, the code goes straight on to the request
+//      before any timer (so any heartbeat) has run, and its signal is not aborted. What stops it is
+//      `ctx.assertLease()` (which `fetchWithKey` calls before every request): more than half the lease has gone
+//      by on the monotonic clock, so it asks the store, hears `lost`, and sends nothing. A tool that looks only
+//      at its signal sends the request (`pnpm --filter @once/test run send-window` measures both).
 // The first worker stays blocked until the caller has its result (a gate file, not a duration), then it
 // is released and its own completion is refused as lost.
 
@@ -83,6 +88,42 @@ describe("scenario 2: a worker's event loop blocked past lockDuration", () => {
       const charges = s.charges();
       expect(charges.total).toBe(1);
       expect(charges.byOrder.order_2b).toBe(1);
+      expect(charges.duplicates).toBe(0);
+    }));
+
+  it("blocked right before the provider request: ctx.assertLease() hears lost and nothing is sent", () =>
+    withScenario({ label: "blocked-before-send", worker: FAST_RECOVERY }, async (s) => {
+      const gate = s.gateFile("blocked");
+      const first = await s.startWorker(
+        { api: "with-once", pause: { at: "before-charge", mode: "block", gateFile: gate } },
+        "blocked",
+      );
+      const dispatcher = await s.dispatcher();
+      const step = { taskId: "task-stall", stepId: "charge-1" };
+      // Prepared: its look-up at the provider leaves a connection open, so the request would leave at once.
+      const call = dispatcher.call(
+        s.tools.chargeCustomerPrepared,
+        { orderId: "order_2c", amount: 700 },
+        step,
+      );
+
+      await first.waitFor("paused");
+      const second = await s.startWorker({}, "second");
+      const { result } = await call;
+      const charged = await second.waitFor("charged");
+      expect(charged.fence).toBe(2);
+      expect(result.chargeId).toBe(charged.chargeId);
+
+      s.openGate(gate);
+      const threw = await first.waitFor("processor-threw");
+      expect(threw.error).toMatchObject({ name: "LeaseLostError" });
+      // Unblocked, it went on with a signal nobody had aborted yet: only the lease check stood in its way.
+      expect(first.all("resumed")).toMatchObject([{ aborted: false }]);
+      expect(first.all("charged")).toHaveLength(0);
+
+      const charges = s.charges();
+      expect(charges.total).toBe(1);
+      expect(charges.byOrder.order_2c).toBe(1);
       expect(charges.duplicates).toBe(0);
     }));
 });

@@ -12,8 +12,9 @@
 //      sends before it learns that its lease is gone. What once gives the tool is `ctx.signal`: the first
 //      heartbeat after the resume is answered `lost` and aborts it. This test shows the resumed run sees that
 //      abort and, looking at its signal before the provider call (as the fixture's tool does), does not
-//      charge. It resumes the run only once the abort has been printed: had the stalled code reached the
-//      provider call within the heartbeat's round trip after SIGCONT, the provider would have charged again.
+//      charge. It resumes the run only once the abort has been printed.
+//      When the stalled code reaches the provider call before that heartbeat is answered, its signal is not
+//      aborted yet: event-loop-blocked.test.ts shows `ctx.assertLease()` stopping it there.
 
 import { describe, expect, it } from "vitest";
 import { FAST_RECOVERY, withScenario } from "./scenario.js";
