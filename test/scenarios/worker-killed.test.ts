@@ -64,6 +64,11 @@ describe("scenario 3: a worker SIGKILLed after the provider charged, before comp
       const error = await settled;
       expect(error).toBeInstanceOf(OutcomeUnknownError);
       expect((error as OutcomeUnknownError).key).toBe(s.key(step.taskId, step.stepId));
+      // Said once, in the record's words.
+      expect((error as Error).message).toBe(
+        `outcome of charge_customer_no_reconcile for key ${s.key(step.taskId, step.stepId)} is unknown: ` +
+          "the tool has no reconcile hook",
+      );
 
       // The second worker never re-fired blindly: it gave up and left the key to an operator.
       const failed = await second.waitFor("job-failed");
