@@ -20,7 +20,7 @@ const ROWS: Row[] = [
     "dedup hits (queue + store)",
     (f) => `${f.dedupHits} (${f.dedupHitsByLayer.queue} + ${f.dedupHitsByLayer.store})`,
   ],
-  ["answered from the store", (f) => String(f.replayedCalls)],
+  ["calls that ran nothing (replayed)", (f) => String(f.replayedCalls)],
   ["in-flight waits", (f) => String(f.inFlightWaits)],
   [
     "reconciled (applied / not)",
