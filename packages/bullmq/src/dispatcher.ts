@@ -324,7 +324,13 @@ export class Dispatcher {
         this.#timedOut(span, tool, enqueues, timeoutMs);
         // The job may have finished unseen (removed on completion): the record knows.
         const record = await this.#store.get(key);
-        const late = this.#fromRecord(record, call, enqueues, await this.#runner(call));
+        const recordSettled = record?.state === "done" || record?.state === "failed";
+        const late = this.#fromRecord(
+          record,
+          call,
+          enqueues,
+          recordSettled ? await this.#runner(call) : "unknown",
+        );
         if (late) return late;
       }
       throw new DispatchTimeoutError(key, tool.name, retries + 1, timeoutMs);
