@@ -47,8 +47,6 @@ import {
   EVENT_RECONCILE,
   EVENT_TAKEOVER,
 } from "./attributes.js";
-import { unrecoverable } from "./errors.js";
-import { assertSameDeclaration, type CallData, type CallOutcome, parseCallData } from "./job-data.js";
 import { Lease } from "./lease.js";
 import { ToolRegistry } from "./registry.js";
 import {
@@ -59,6 +57,14 @@ import {
   type TelemetryOptions,
   traceCarrier,
 } from "./telemetry.js";
+import {
+  assertSameDeclaration,
+  type CallData,
+  type CallOutcome,
+  onceErrorIn,
+  parseCallData,
+  unrecoverable,
+} from "./wire.js";
 
 export interface CallProcessorOptions {
   store: OnceStore;
@@ -152,7 +158,7 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
         }
       },
       // An in-flight wait (the job moved to delayed by throwing) and a replayed failure are not failures.
-      (error) => error instanceof DelayedError || (error as Error).cause instanceof ReplayedFailureError,
+      (error) => error instanceof DelayedError || onceErrorIn(error) instanceof ReplayedFailureError,
     );
   }
   return Object.assign(processCall, { retryWindow });

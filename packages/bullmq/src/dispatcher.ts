@@ -37,9 +37,9 @@ import {
   EVENT_TIMEOUT,
 } from "./attributes.js";
 import { JobFailedError } from "./errors.js";
-import { CALL_VERSION, type CallData, type CallOutcome } from "./job-data.js";
 import { ToolRegistry } from "./registry.js";
 import { currentTraceCarrier, producerAttributes, Telemetry, type TelemetryOptions } from "./telemetry.js";
+import { CALL_VERSION, type CallData, type CallOutcome, failedErrorName } from "./wire.js";
 
 export interface DispatcherOptions {
   /** The queue workers consume. You own it and its connection. */
@@ -466,7 +466,7 @@ export class Dispatcher {
     if (record?.state === "failed") {
       const stored = record.error ?? { name: "Error", message: reason };
       // The worker names the error first in `failedReason`: a replay of an earlier failure, or this one.
-      return reason.startsWith(`${ReplayedFailureError.name}:`)
+      return failedErrorName(reason) === ReplayedFailureError.name
         ? new ReplayedFailureError(key, stored)
         : new CallFailedError(key, tool.name, stored);
     }

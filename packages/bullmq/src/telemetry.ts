@@ -1,4 +1,3 @@
-import { OnceError } from "@once/core";
 import {
   type Attributes,
   type Context,
@@ -26,6 +25,7 @@ import {
   ATTR_ONCE_RESULT,
   ATTR_ONCE_TOOL,
 } from "./attributes.js";
+import { onceErrorIn } from "./wire.js";
 
 const INSTRUMENTATION = "@once/bullmq";
 const VERSION = "0.1.0";
@@ -193,10 +193,7 @@ export function contextFromCarrier(carrier: unknown): Context {
   return sc ? trace.setSpanContext(ROOT_CONTEXT, sc) : ROOT_CONTEXT;
 }
 
+/** once's own error name where there is one (also inside BullMQ's `UnrecoverableError`), else the class name. */
 function errorType(error: unknown): string {
-  if (error instanceof OnceError) return error.name;
-  const cause = (error as { cause?: unknown })?.cause;
-  if (error instanceof Error && error.name === "UnrecoverableError" && cause instanceof OnceError)
-    return cause.name;
-  return error instanceof Error ? error.name : typeof error;
+  return onceErrorIn(error)?.name ?? (error instanceof Error ? error.name : typeof error);
 }

@@ -1,6 +1,6 @@
 import type { Job, Processor } from "bullmq";
 import { type CallProcessorOptions, createCallProcessor } from "./call-processor.js";
-import { isCallData } from "./job-data.js";
+import { isCallData } from "./wire.js";
 
 /**
  * Wraps a BullMQ processor you already have: jobs that are once calls (enqueued by a `Dispatcher`)

@@ -1,4 +1,15 @@
-import { type AnyTool, InvalidJobDataError, keyFromJobId, ToolKindMismatchError } from "@once/core";
+// What travels between a dispatcher and its workers, both ways, in one place: the job data (a call, as the
+// orchestrator meant it), the return value (a call's outcome), and a failure (a named error in BullMQ's
+// `failedReason`). The dispatcher writes and reads only through this module, and so does the worker.
+
+import {
+  type AnyTool,
+  InvalidJobDataError,
+  keyFromJobId,
+  OnceError,
+  ToolKindMismatchError,
+} from "@once/core";
+import { UnrecoverableError } from "bullmq";
 import { z } from "zod";
 
 /**
@@ -97,4 +108,29 @@ export function assertSameDeclaration(tool: AnyTool, call: CallData, jobId: stri
       `job ${jobId} carries an idempotency key, which only effect calls get`,
     );
   }
+}
+
+/**
+ * Worker → BullMQ: a failure that retrying cannot mend. BullMQ retries a job unless its error is an
+ * `UnrecoverableError`; this one keeps once's named error as `cause` and its name at the head of the
+ * message, which BullMQ stores as the job's `failedReason` (read back by {@link failedErrorName}).
+ */
+export function unrecoverable(error: Error): UnrecoverableError {
+  const wrapped = new UnrecoverableError(`${error.name}: ${error.message}`);
+  (wrapped as { cause?: unknown }).cause = error;
+  return wrapped;
+}
+
+/** The once error a failure carries: the error itself, or the cause an {@link unrecoverable} wrapper holds. */
+export function onceErrorIn(error: unknown): OnceError | undefined {
+  if (error instanceof OnceError) return error;
+  const cause = (error as { cause?: unknown } | null | undefined)?.cause;
+  return error instanceof UnrecoverableError && cause instanceof OnceError ? cause : undefined;
+}
+
+const NAMED_REASON = /^([A-Za-z_$][\w$]*): /;
+
+/** BullMQ → dispatcher: the error name at the head of a failed job's `failedReason`, if it has one. */
+export function failedErrorName(failedReason: string): string | undefined {
+  return NAMED_REASON.exec(failedReason)?.[1];
 }
