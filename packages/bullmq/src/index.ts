@@ -1,9 +1,5 @@
-export {
-  type CallProcessor,
-  type CallProcessorOptions,
-  createCallProcessor,
-  DEFAULT_MAX_RESULT_BYTES,
-} from "./call-processor.js";
+export { DEFAULT_MAX_RESULT_BYTES } from "./call-flow.js";
+export { type CallProcessor, type CallProcessorOptions, createCallProcessor } from "./call-processor.js";
 export {
   type CallOptions,
   type CallOptionsFor,

@@ -1,0 +1,382 @@
+import {
+  type AnyTool,
+  type CallContext,
+  type ClaimOutcome,
+  classifyWith,
+  type EffectContext,
+  effectKey,
+  fingerprint,
+  IdempotencyConflictError,
+  InFlightError,
+  jobIdForKey,
+  KeyMismatchError,
+  LeaseLostError,
+  type OnceStore,
+  OutcomeUnknownError,
+  type Ownership,
+  parseInput,
+  parseOutput,
+  ReplayedFailureError,
+  ResultNotSerializableError,
+  ResultTooLargeError,
+  TransitionRefusedError,
+  toStoredError,
+  type WriteOutcome,
+} from "@once/core";
+import type { Span } from "@opentelemetry/api";
+import { DelayedError, type Job } from "bullmq";
+import {
+  ATTR_ONCE_FENCE,
+  ATTR_ONCE_KEY,
+  ATTR_ONCE_RETRY_AFTER_MS,
+  ATTR_ONCE_TOOL,
+  EVENT_CONFLICT,
+  EVENT_DEDUP_HIT,
+  EVENT_IN_FLIGHT,
+  EVENT_RECONCILE,
+  EVENT_TAKEOVER,
+} from "./attributes.js";
+import { Lease } from "./lease.js";
+import { parseTraceparent, type Telemetry, traceCarrier } from "./telemetry.js";
+import { type CallData, type CallOutcome, unrecoverable } from "./wire.js";
+
+/** Largest result stored, in bytes of JSON, unless the worker sets its own. */
+export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+
+/** One attempt of one call, with everything the steps share. */
+interface Attempt {
+  tool: AnyTool;
+  call: CallData;
+  key: string;
+  /** The call's fingerprint: what every outcome of this attempt belongs to. */
+  fingerprint: string;
+  job: Job;
+  span: Span;
+}
+
+/**
+ * The worker flow of docs/protocol.md for one call, after its job was parsed and its tool looked up: claim,
+ * then run, replay, reconcile or wait as the claim says; heartbeats, fencing and settling on the way.
+ */
+export class CallFlow {
+  readonly #store: OnceStore;
+  readonly #leaseMs: number;
+  readonly #maxResultBytes: number;
+  readonly #telemetry: Telemetry;
+
+  constructor(store: OnceStore, leaseMs: number, maxResultBytes: number | undefined, telemetry: Telemetry) {
+    this.#store = store;
+    this.#leaseMs = leaseMs;
+    this.#maxResultBytes = maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+    this.#telemetry = telemetry;
+  }
+
+  /** `read` and `write` tools: validate, run, validate. No store. */
+  async direct(tool: AnyTool, call: CallData, job: Job): Promise<CallOutcome> {
+    let input: unknown;
+    try {
+      input = parseInput(tool, call.input);
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+    const ctx: CallContext = {
+      tool: tool.name,
+      namespace: call.namespace,
+      attempt: job.attemptsMade + 1,
+      signal: new AbortController().signal,
+      ...(call.taskId === undefined ? {} : { taskId: call.taskId }),
+      ...(call.stepId === undefined ? {} : { stepId: call.stepId }),
+    };
+    const output = await tool.run(input, ctx as never, undefined);
+    try {
+      return { result: parseOutput(tool, output), outcome: "direct" };
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+  }
+
+  async effect(
+    tool: AnyTool,
+    call: CallData,
+    job: Job,
+    token: string | undefined,
+    span: Span,
+  ): Promise<CallOutcome> {
+    const attempt = this.#check(tool, call, job, span);
+    span.setAttribute(ATTR_ONCE_KEY, attempt.key);
+    // The store's lease starts no earlier than this: the owner counts its lease from here (on the monotonic
+    // clock), not from when it read the answer, so a stall in between cannot make it trust a lease that ran out.
+    const claimSentAt = performance.now();
+    const claim = await this.#store.claim({
+      key: attempt.key,
+      fingerprint: attempt.fingerprint,
+      tool: tool.name,
+      phase: tool.prepare ? "prepare" : "effect",
+      leaseMs: this.#leaseFor(tool),
+      // The record keeps this attempt's span, so later replays can link to the attempt that executed. Without a
+      // tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record, link nothing.
+      trace: traceCarrier(span.spanContext())?.traceparent,
+    });
+    this.#telemetry.claimDuration.record(performance.now() - claimSentAt, { [ATTR_ONCE_TOOL]: tool.name });
+    this.#trace(attempt, claim);
+    const outcome = await this.#act(attempt, claim, token, claimSentAt);
+    return { ...outcome, fingerprint: attempt.fingerprint, ...(call.v === 1 ? {} : { callId: call.callId }) };
+  }
+
+  /** The claim's outcome on the attempt's span: an attribute, an event, a link to the executing attempt. */
+  #trace(attempt: Attempt, claim: ClaimOutcome): void {
+    const { span, tool } = attempt;
+    this.#telemetry.outcome(span, tool.name, claim.outcome);
+    if ("fence" in claim) span.setAttribute(ATTR_ONCE_FENCE, claim.fence);
+    switch (claim.outcome) {
+      case "replay":
+      case "replay_error": {
+        span.addEvent(EVENT_DEDUP_HIT, {
+          "once.stored_state": claim.outcome === "replay" ? "done" : "failed",
+        });
+        const executed = parseTraceparent(claim.trace);
+        if (executed) span.addLink({ context: executed, attributes: { "once.link": "executed" } });
+        return;
+      }
+      case "in_flight":
+        span.addEvent(EVENT_IN_FLIGHT, { [ATTR_ONCE_RETRY_AFTER_MS]: claim.retryAfterMs });
+        return;
+      case "conflict":
+        span.addEvent(EVENT_CONFLICT, { "once.stored_tool": claim.tool });
+        return;
+      case "takeover":
+        span.addEvent(EVENT_TAKEOVER, { [ATTR_ONCE_FENCE]: claim.fence });
+        return;
+      case "reconcile":
+        span.addEvent(EVENT_RECONCILE, { [ATTR_ONCE_FENCE]: claim.fence, "once.from": claim.from });
+        return;
+      case "acquired":
+        return;
+    }
+  }
+
+  /** Step 1: the job must name its own key; nothing is touched if it does not. */
+  #check(tool: AnyTool, call: CallData, job: Job, span: Span): Attempt {
+    try {
+      const key = effectKey(tool.name, call);
+      const expected = jobIdForKey(key);
+      if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
+      return { tool, call, key, fingerprint: fingerprint(tool.name, call.input), job, span };
+    } catch (error) {
+      throw unrecoverable(error as Error);
+    }
+  }
+
+  async #act(
+    attempt: Attempt,
+    claim: ClaimOutcome,
+    token: string | undefined,
+    claimSentAt: number,
+  ): Promise<CallOutcome> {
+    const { key, tool } = attempt;
+    switch (claim.outcome) {
+      case "replay":
+        return { result: JSON.parse(claim.result), outcome: "replay", fence: claim.fence };
+      case "replay_error":
+        throw unrecoverable(new ReplayedFailureError(key, claim.error));
+      case "conflict":
+        throw unrecoverable(new IdempotencyConflictError(key, tool.name, claim.tool));
+      case "in_flight":
+        // Another owner is alive: come back when its lease would have run out, without using an attempt.
+        if (token === undefined) throw new InFlightError(key, claim.retryAfterMs);
+        await attempt.job.moveToDelayed(Date.now() + claim.retryAfterMs, token);
+        throw new DelayedError();
+      case "acquired":
+      case "takeover":
+        return this.#execute(attempt, claim, false, claimSentAt);
+      case "reconcile":
+        return this.#reconcile(attempt, claim, claimSentAt);
+    }
+  }
+
+  /** Steps 3–5: prepare, begin the effect, run, settle. */
+  async #execute(
+    attempt: Attempt,
+    owner: Ownership,
+    inEffectPhase: boolean,
+    confirmedAt: number,
+  ): Promise<CallOutcome> {
+    const { key, tool } = attempt;
+    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool), confirmedAt);
+    try {
+      let input: unknown;
+      try {
+        input = parseInput(tool, attempt.call.input);
+      } catch (error) {
+        await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
+        throw unrecoverable(error as Error);
+      }
+      const ctx = this.#context(attempt, owner, lease);
+      let prepared: unknown;
+      if (tool.prepare) {
+        try {
+          prepared = await tool.prepare(input, ctx);
+        } catch (error) {
+          // Nothing touched the outside world yet: hand the key back and let BullMQ retry.
+          await this.#settle(
+            key,
+            owner,
+            this.#store.release(key, owner.token, { notApplied: inEffectPhase }),
+          );
+          throw error;
+        }
+        if (!inEffectPhase) await this.#settle(key, owner, this.#store.beginEffect(key, owner.token));
+      }
+      // A stall since the lease was last confirmed (a GC pause, SIGSTOP, a starved CPU) may have let it run
+      // out and another owner take over: the effect never starts on a lease this owner cannot vouch for.
+      // When fresh, this check and the call of `run` are one synchronous stretch: `run` starts with at least
+      // half of its lease left.
+      await lease.assert();
+      let output: unknown;
+      try {
+        output = await this.#telemetry.span(`effect ${tool.name}`, {}, () =>
+          Promise.resolve(tool.run(input, ctx, prepared)),
+        );
+      } catch (error) {
+        throw await this.#runFailed(attempt, owner, lease, error);
+      }
+      if (lease.lost) throw new LeaseLostError(key, owner.token);
+      const { result, text } = await this.#storable(attempt, owner, output);
+      await this.#settle(key, owner, this.#store.complete(key, owner.token, text));
+      return { result, outcome: "executed", fence: owner.fence };
+    } finally {
+      lease.stop();
+    }
+  }
+
+  /** Step 5: `classifyError` decides what a failure of `run` leaves behind. */
+  async #runFailed(attempt: Attempt, owner: Ownership, lease: Lease, error: unknown): Promise<Error> {
+    const { key, tool } = attempt;
+    if (lease.lost) return new LeaseLostError(key, owner.token);
+    switch (classifyWith(tool, error)) {
+      case "terminal":
+        await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
+        return unrecoverable(asError(error));
+      case "not_applied":
+        await this.#settle(key, owner, this.#store.release(key, owner.token, { notApplied: true }));
+        return asError(error);
+      case "unknown":
+        await this.#settle(key, owner, this.#store.markUnknown(key, owner.token, toStoredError(error)));
+        // Retryable on purpose: the next attempt claims `unknown` and asks the reconcile hook.
+        return new OutcomeUnknownError(key, tool.name, "run failed after the effect may have begun", {
+          cause: error,
+        });
+    }
+  }
+
+  /** Step 6: ask the outside world whether the effect happened; never re-fire blindly. */
+  async #reconcile(attempt: Attempt, owner: Ownership, claimSentAt: number): Promise<CallOutcome> {
+    const { key, tool } = attempt;
+    if (!tool.reconcile) {
+      await this.#settle(key, owner, this.#store.giveUp(key, owner.token, noHook));
+      throw unrecoverable(new OutcomeUnknownError(key, tool.name, "the tool has no reconcile hook"));
+    }
+    const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool), claimSentAt);
+    let verdict: Awaited<ReturnType<NonNullable<AnyTool["reconcile"]>>>;
+    try {
+      const input = parseInput(tool, attempt.call.input);
+      const reconcile = tool.reconcile;
+      const ctx = this.#context(attempt, owner, lease);
+      verdict = await this.#telemetry.span(`reconcile ${tool.name}`, {}, async (span) => {
+        const answer = await reconcile(input, ctx);
+        span.setAttribute("once.applied", answer.applied);
+        return answer;
+      });
+    } catch (error) {
+      lease.stop();
+      await this.#settle(key, owner, this.#store.giveUp(key, owner.token, toStoredError(error)));
+      // Retryable: the provider may answer the next time it is asked.
+      throw new OutcomeUnknownError(key, tool.name, "the reconcile hook failed", { cause: error });
+    }
+    if (verdict.applied) {
+      try {
+        const { result, text } = await this.#storable(attempt, owner, verdict.result, "reconcile");
+        await this.#settle(key, owner, this.#store.resolveApplied(key, owner.token, text));
+        return { result, outcome: "reconciled", fence: owner.fence };
+      } finally {
+        lease.stop();
+      }
+    }
+    lease.stop();
+    await this.#settle(key, owner, this.#store.resolveNotApplied(key, owner.token));
+    return this.#execute(attempt, owner, true, lease.confirmedAt);
+  }
+
+  /** Validates and serialises a result; a bad one after the effect is terminal, never a re-run. */
+  async #storable(
+    attempt: Attempt,
+    owner: Ownership,
+    output: unknown,
+    via: "run" | "reconcile" = "run",
+  ): Promise<{ result: unknown; text: string }> {
+    const { key, tool } = attempt;
+    try {
+      const result = parseOutput(tool, output);
+      const text = toJson(tool.name, result);
+      const bytes = Buffer.byteLength(text);
+      if (bytes > this.#maxResultBytes) throw new ResultTooLargeError(tool.name, bytes, this.#maxResultBytes);
+      return { result, text };
+    } catch (error) {
+      const stored = toStoredError(error);
+      const write =
+        via === "run"
+          ? this.#store.failTerminal(key, owner.token, stored)
+          : this.#store.giveUp(key, owner.token, stored);
+      await this.#settle(key, owner, write);
+      throw unrecoverable(asError(error));
+    }
+  }
+
+  /** Every owner write: `lost` means another owner holds the key and this attempt's work is discarded. */
+  async #settle(key: string, owner: Ownership, write: Promise<WriteOutcome>): Promise<void> {
+    const answer = await write;
+    if (answer.outcome === "lost") throw new LeaseLostError(key, owner.token);
+    if (answer.outcome === "refused") throw new TransitionRefusedError(key, "owner write", answer.reason);
+  }
+
+  #context(attempt: Attempt, owner: Ownership, lease: Lease): EffectContext {
+    const { call, key, tool, job } = attempt;
+    return {
+      tool: tool.name,
+      namespace: call.namespace,
+      taskId: call.taskId ?? "",
+      stepId: call.stepId ?? "",
+      attempt: job.attemptsMade + 1,
+      signal: lease.signal,
+      key,
+      fence: owner.fence,
+      assertLease: () => lease.assert(),
+    };
+  }
+
+  #leaseFor(tool: AnyTool): number {
+    return tool.leaseMs ?? this.#leaseMs;
+  }
+}
+
+const noHook = { name: "OutcomeUnknownError", message: "the tool has no reconcile hook" };
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** JSON text of a result; refuses what JSON would silently change (undefined, functions, NaN, bigint). */
+function toJson(tool: string, value: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, (_key, v: unknown) => {
+      if (typeof v === "function" || typeof v === "symbol") throw new TypeError(`a ${typeof v} is not JSON`);
+      if (typeof v === "number" && !Number.isFinite(v)) throw new TypeError(`${v} is not JSON`);
+      return v;
+    });
+  } catch (error) {
+    throw new ResultNotSerializableError(tool, (error as Error).message, { cause: error });
+  }
+  if (text === undefined) throw new ResultNotSerializableError(tool, "the result is undefined");
+  return text;
+}
