@@ -113,7 +113,8 @@ interface KeyedCall {
   revived: boolean;
 }
 
-type Runner = "this call" | "another call" | "unknown";
+/** Whose execution produced an answer. `replayed` is true exactly when it was another call's. */
+type Runner = "this call" | "another call";
 
 type Settled =
   | { kind: "completed"; value: CallOutcome }
@@ -298,11 +299,12 @@ export class Dispatcher {
     const { tool, key, jobId } = call;
     const watch = this.#watch(jobId);
     try {
-      // Listening starts before the look-up, so a completion between the two is not missed.
-      const stored = this.#fromRecord(await this.#store.get(key), call, 0, "before the call");
-      if (stored) {
-        span.addEvent(EVENT_DEDUP_HIT, { "once.stored_state": "done" });
-        return stored;
+      // Listening starts before the look-up, so a completion between the two is not missed. A record settled
+      // before this call enqueued anything was settled by another call.
+      const stored = await this.#record(call);
+      if (isSettled(stored)) {
+        if (stored.state === "done") span.addEvent(EVENT_DEDUP_HIT, { "once.stored_state": "done" });
+        return this.#settledBy(stored, call, "another call", 0);
       }
       const { timeoutMs, retries, retryBackoffMs } = { ...this.#defaults, ...definedOnly(options) };
       for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
@@ -323,15 +325,8 @@ export class Dispatcher {
         if (settled?.kind === "failed") throw await this.#failure(call, settled.reason);
         this.#timedOut(span, tool, enqueues, timeoutMs);
         // The job may have finished unseen (removed on completion): the record knows.
-        const record = await this.#store.get(key);
-        const recordSettled = record?.state === "done" || record?.state === "failed";
-        const late = this.#fromRecord(
-          record,
-          call,
-          enqueues,
-          recordSettled ? await this.#runner(call) : "unknown",
-        );
-        if (late) return late;
+        const record = await this.#record(call);
+        if (isSettled(record)) return this.#settledBy(record, call, await this.#runner(call), enqueues);
       }
       throw new DispatchTimeoutError(key, tool.name, retries + 1, timeoutMs);
     } finally {
@@ -390,28 +385,26 @@ export class Dispatcher {
 
   /**
    * A completed job's return value, as this call's answer. The fingerprint binds: the job under this key
-   * may have run another caller's input. `replayed` unless this call's own enqueue created the job and the
-   * worker executed it (rather than answering from the store).
+   * may have run another caller's input.
    */
   async #fromOutcome(outcome: CallOutcome, call: KeyedCall, enqueues: number): Promise<CallResult<unknown>> {
     if (outcome.fingerprint !== call.fingerprint) {
-      // No fingerprint: a worker from before outcomes carried one. The record tells whose result this is.
-      const record = await this.#store.get(call.key);
-      const answer = outcome.fingerprint === undefined ? this.#fromRecord(record, call, enqueues) : undefined;
-      if (answer) return answer;
+      // No fingerprint: a worker from before outcomes carried one; the record tells whose result this is.
+      // Another fingerprint: the record, read to name the tool, raises the conflict.
+      const record = await this.#record(call);
+      if (outcome.fingerprint === undefined && isSettled(record))
+        return this.#settledBy(record, call, await this.#runner(call), enqueues);
       throw new IdempotencyConflictError(call.key, call.tool.name, record?.tool ?? call.tool.name);
     }
-    const replayed = outcome.outcome === "replay" || !(outcome.callId === call.callId || call.revived);
-    return { result: outcome.result, replayed, key: call.key, jobId: call.jobId, enqueues };
+    // A worker that answered from the store ran nothing for anyone; otherwise the job's creator ran it.
+    const ranBy: Runner = outcome.outcome === "replay" ? "another call" : runnerOf(outcome.callId, call);
+    return answer(call, outcome.result, ranBy, enqueues);
   }
 
-  /** Which call's enqueue created the job under this key: "this call", "another call", or unknown (no job). */
+  /** Whose enqueue created the job under this key, as far as the job still tells. */
   async #runner(call: KeyedCall): Promise<Runner> {
-    if (call.revived) return "this call";
     const job = await this.#queue.getJob(call.jobId);
-    const callId = (job?.data as { callId?: unknown } | undefined)?.callId;
-    if (typeof callId !== "string") return "unknown";
-    return callId === call.callId ? "this call" : "another call";
+    return runnerOf((job?.data as { callId?: unknown } | undefined)?.callId, call);
   }
 
   /** One enqueue, as a producer span whose context travels in the job data. */
@@ -431,38 +424,30 @@ export class Dispatcher {
     this.#telemetry.timeouts.add(1, { [ATTR_ONCE_TOOL]: tool.name });
   }
 
+  /** The record of this call's key, if any. One with another fingerprint is another call's: a conflict. */
+  async #record(call: KeyedCall): Promise<OnceRecord | undefined> {
+    const record = await this.#store.get(call.key);
+    if (record && record.fingerprint !== call.fingerprint)
+      throw new IdempotencyConflictError(call.key, call.tool.name, record.tool);
+    return record;
+  }
+
   /**
-   * What the record says, if it settles the call: a result, or a failure to raise. `runner`: whose execution
-   * settled it. Read before this call enqueued anything, it was an earlier call's — a replay; read later, it
-   * is this call's own unless the job under the key was created by another caller (this call joined it).
+   * A settled record as this call's answer: its result, or its stored failure raised. `ranBy`: whose
+   * execution settled it — another call's makes this answer a replay (or a replayed failure).
    */
-  #fromRecord(
-    record: OnceRecord | undefined,
-    call: KeyedCall,
-    enqueues: number,
-    runner: Runner | "before the call" = "unknown",
-  ): CallResult<unknown> | undefined {
-    if (!record) return undefined;
-    const { key, tool } = call;
-    if (record.fingerprint !== call.fingerprint)
-      throw new IdempotencyConflictError(key, tool.name, record.tool);
-    const replayed = runner === "before the call" || runner === "another call";
-    if (record.state === "done") {
-      return { result: JSON.parse(record.result ?? "null"), replayed, key, jobId: call.jobId, enqueues };
-    }
-    if (record.state === "failed") {
-      const stored = record.error ?? { name: "Error", message: "failed" };
-      throw replayed ? new ReplayedFailureError(key, stored) : new CallFailedError(key, tool.name, stored);
-    }
-    return undefined;
+  #settledBy(record: SettledRecord, call: KeyedCall, ranBy: Runner, enqueues: number): CallResult<unknown> {
+    if (record.state === "done") return answer(call, JSON.parse(record.result ?? "null"), ranBy, enqueues);
+    const stored = record.error ?? { name: "Error", message: "failed" };
+    throw ranBy === "another call"
+      ? new ReplayedFailureError(call.key, stored)
+      : new CallFailedError(call.key, call.tool.name, stored);
   }
 
   /** Turns a failed job into once's named error, reading the record for what the worker left. */
   async #failure(call: KeyedCall, reason: string): Promise<Error> {
     const { key, tool } = call;
-    const record = await this.#store.get(key);
-    if (record && record.fingerprint !== call.fingerprint)
-      return new IdempotencyConflictError(key, tool.name, record.tool);
+    const record = await this.#record(call);
     if (record?.state === "failed") {
       const stored = record.error ?? { name: "Error", message: reason };
       // The worker names the error first in `failedReason`: a replay of an earlier failure, or this one.
@@ -517,6 +502,24 @@ export class Dispatcher {
   #notify(jobId: string, settled: Settled): void {
     for (const listener of this.#waiters.get(jobId) ?? []) listener(settled);
   }
+}
+
+/** The call whose enqueue created a job (so whose execution it ran), from the `callId` the job carries. */
+function runnerOf(callId: unknown, call: KeyedCall): Runner {
+  if (call.revived || callId === call.callId) return "this call";
+  // No call id: the job is gone (removed on completion) or came from a dispatcher before call ids. Either
+  // way this call enqueued it and waited for it.
+  return typeof callId === "string" ? "another call" : "this call";
+}
+
+function answer(call: KeyedCall, result: unknown, ranBy: Runner, enqueues: number): CallResult<unknown> {
+  return { result, replayed: ranBy === "another call", key: call.key, jobId: call.jobId, enqueues };
+}
+
+type SettledRecord = OnceRecord & { state: "done" | "failed" };
+
+function isSettled(record: OnceRecord | undefined): record is SettledRecord {
+  return record?.state === "done" || record?.state === "failed";
 }
 
 function definedOnly<T extends object>(value: T): Partial<T> {
