@@ -123,9 +123,9 @@ export function unrecoverable(error: Error): UnrecoverableError {
 
 /** The once error a failure carries: the error itself, or the cause an {@link unrecoverable} wrapper holds. */
 export function onceErrorIn(error: unknown): OnceError | undefined {
-  if (error instanceof OnceError) return error;
+  if (OnceError.is(error)) return error;
   const cause = (error as { cause?: unknown } | null | undefined)?.cause;
-  return error instanceof UnrecoverableError && cause instanceof OnceError ? cause : undefined;
+  return error instanceof UnrecoverableError && OnceError.is(cause) ? cause : undefined;
 }
 
 const NAMED_REASON = /^([A-Za-z_$][\w$]*): /;

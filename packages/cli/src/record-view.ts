@@ -9,15 +9,6 @@ export interface RecordJson extends OnceRecord {
   sinceUpdateMs: number;
 }
 
-export const RECORD_STATES: readonly RecordState[] = [
-  "claimed",
-  "reconciling",
-  "released",
-  "done",
-  "failed",
-  "unknown",
-];
-
 const MEANING: Record<RecordState, string> = {
   claimed: "an owner holds the key",
   reconciling: "an owner is asking the tool's reconcile hook whether the effect happened",

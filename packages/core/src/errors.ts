@@ -1,14 +1,64 @@
+/** Every code a once error carries, across all of once's packages: stable, safe to match on. */
+export const ONCE_ERROR_CODES = [
+  "ONCE_INVALID_KEY_PART",
+  "ONCE_NOT_JSON",
+  "ONCE_INVALID_TOOL",
+  "ONCE_UNKNOWN_TOOL",
+  "ONCE_INVALID_INPUT",
+  "ONCE_INVALID_OUTPUT",
+  "ONCE_RESULT_NOT_JSON",
+  "ONCE_RESULT_TOO_LARGE",
+  "ONCE_MISSING_STEP_IDENTITY",
+  "ONCE_CONFLICT",
+  "ONCE_OUTCOME_UNKNOWN",
+  "ONCE_LEASE_LOST",
+  "ONCE_IN_FLIGHT",
+  "ONCE_CALL_FAILED",
+  "ONCE_REPLAYED_FAILURE",
+  "ONCE_KEY_MISMATCH",
+  "ONCE_TOOL_KIND_MISMATCH",
+  "ONCE_INVALID_JOB",
+  "ONCE_STORE_UNAVAILABLE",
+  "ONCE_TRANSITION_REFUSED",
+  "ONCE_RETRY_WINDOW",
+  "ONCE_DISPATCH_TIMEOUT",
+  // @once/bullmq
+  "ONCE_JOB_FAILED",
+  "ONCE_DUPLICATE_TOOL",
+  // @once/redis
+  "ONCE_REDIS_CONFIG",
+  "ONCE_REDIS_SCRIPT",
+] as const;
+
+export type OnceErrorCode = (typeof ONCE_ERROR_CODES)[number];
+
+const CODES: ReadonlySet<string> = new Set(ONCE_ERROR_CODES);
+
 /**
  * Every error once raises. Each has a stable `code` (safe to match on) and carries the fields a caller
  * needs; `cause` is always chained. Messages never include tool inputs or results.
  */
 export class OnceError extends Error {
-  readonly code: string;
+  readonly code: OnceErrorCode;
 
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  constructor(code: OnceErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
+  }
+
+  /**
+   * True when `error` is a once error (with `code`, that code). Checks the code, not the class: a process can
+   * load two copies of `@once/core` (a user's module bundling its own), and `instanceof` then fails silently.
+   */
+  static is<C extends OnceErrorCode>(error: unknown, code?: C): error is OnceError & { code: C } {
+    const found = (error as { code?: unknown } | null | undefined)?.code;
+    return (
+      error instanceof Error &&
+      typeof found === "string" &&
+      CODES.has(found) &&
+      (code === undefined || found === code)
+    );
   }
 }
 

@@ -3,8 +3,11 @@ import type { StoredError } from "./errors.js";
 /** Where the owner is: `prepare` has not touched the outside world; in `effect` the side effect may have happened. */
 export type Phase = "prepare" | "effect";
 
-/** The state of a record; see docs/protocol.md for the transitions. */
-export type RecordState = "claimed" | "reconciling" | "released" | "done" | "failed" | "unknown";
+/** Every state of a record, in the order of a record's life; see docs/protocol.md for the transitions. */
+export const RECORD_STATES = ["claimed", "reconciling", "released", "done", "failed", "unknown"] as const;
+
+/** The state of a record. */
+export type RecordState = (typeof RECORD_STATES)[number];
 
 /** What an operator decided about an `unknown` record, kept on the record. */
 export interface Resolution {

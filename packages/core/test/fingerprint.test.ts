@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalJson, fingerprint, NotJsonError } from "../src/index.js";
@@ -12,6 +13,35 @@ function shuffleKeys(value: unknown, seed: number): unknown {
     return Object.fromEntries(rotated.reverse().map(([k, v]) => [k, shuffleKeys(v, seed)]));
   }
   return value;
+}
+
+/** RFC 8785 writes -0 as 0: for deep equality, the two are the same number. */
+function withoutNegativeZero(value: unknown): unknown {
+  if (Object.is(value, -0)) return 0;
+  if (Array.isArray(value)) return value.map(withoutNegativeZero);
+  if (value && typeof value === "object")
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withoutNegativeZero(v)]));
+  return value;
+}
+
+/** `value` with one leaf (the `pick`-th, wrapping around) replaced by something it cannot equal. */
+function changeOneLeaf(value: unknown, pick: number): unknown {
+  const leaves: string[] = [];
+  const walk = (v: unknown, path: string) => {
+    // Arrays too: their entries are their indices.
+    if (v && typeof v === "object") for (const [k, item] of Object.entries(v)) walk(item, `${path}/${k}`);
+    else leaves.push(path);
+  };
+  walk(value, "");
+  const target = leaves[pick % Math.max(1, leaves.length)] ?? "";
+  const replace = (v: unknown, path: string): unknown => {
+    if (path === target) return { changed: [v] };
+    if (Array.isArray(v)) return v.map((item, i) => replace(item, `${path}/${i}`));
+    if (v && typeof v === "object")
+      return Object.fromEntries(Object.entries(v).map(([k, item]) => [k, replace(item, `${path}/${k}`)]));
+    return v;
+  };
+  return replace(value, "");
 }
 
 const json = fc.jsonValue({ noUnicodeString: false }).filter((v) => !Object.is(v, -0));
@@ -50,11 +80,20 @@ describe("fingerprint", () => {
     );
   });
 
-  it("changes on any value change", () => {
+  it("changes on any value change: equal fingerprints exactly when the values are deeply equal", () => {
+    // Judged by node's deep equality (which ignores key order), not by canonicalJson: a canonicalisation that
+    // mapped two different values to one string would fail here.
     fc.assert(
       fc.property(json, json, (a, b) => {
-        const equal = canonicalJson(a) === canonicalJson(b);
+        const equal = isDeepStrictEqual(withoutNegativeZero(a), withoutNegativeZero(b));
         expect(fingerprint("t", a) === fingerprint("t", b)).toBe(equal);
+      }),
+    );
+    // Independent values are rarely equal: also change one leaf of a value and compare with the original.
+    fc.assert(
+      fc.property(json, fc.nat(), (value, pick) => {
+        const changed = changeOneLeaf(value, pick);
+        expect(fingerprint("t", changed)).not.toBe(fingerprint("t", value));
       }),
     );
     expect(fingerprint("charge", { amount: 100 })).not.toBe(fingerprint("charge", { amount: 101 }));

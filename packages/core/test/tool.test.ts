@@ -34,12 +34,15 @@ describe("defineTool", () => {
 
   it("validates input and output with paths, not values", () => {
     expect(() => parseInput(charge, { orderId: "o", amount: -5 })).toThrow(InvalidInputError);
+    let thrown: unknown;
     try {
       parseInput(charge, { orderId: "secret-order", amount: "x" });
     } catch (err) {
-      expect((err as InvalidInputError).issues[0]).toMatch(/^amount: /);
-      expect((err as Error).message).not.toContain("secret-order");
+      thrown = err;
     }
+    expect(thrown).toBeInstanceOf(InvalidInputError);
+    expect((thrown as InvalidInputError).issues[0]).toMatch(/^amount: /);
+    expect((thrown as Error).message).not.toContain("secret-order");
     expect(() => parseOutput(charge, { chargeId: 7 })).toThrow(InvalidOutputError);
     expect(parseOutput(charge, { chargeId: "ch_1" })).toEqual({ chargeId: "ch_1" });
   });

@@ -1,7 +1,13 @@
-import type { OnceRecord, Phase, RecordState, Resolution, StoredError } from "@once/core";
+import {
+  type OnceRecord,
+  type Phase,
+  RECORD_STATES,
+  type RecordState,
+  type Resolution,
+  type StoredError,
+} from "@once/core";
 import { RedisScriptError } from "./errors.js";
 
-const STATES: readonly RecordState[] = ["claimed", "reconciling", "released", "done", "failed", "unknown"];
 const RESOLUTIONS: readonly Resolution["as"][] = ["applied", "not_applied", "failed"];
 
 /** Reads the reply of the get script (`{pttl, {field, value, …}}`) as a record, or undefined if none. */
@@ -15,7 +21,7 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
   for (let i = 0; i + 1 < flat.length; i += 2) fields.set(String(flat[i]), String(flat[i + 1]));
 
   const state = fields.get("state") as RecordState;
-  if (!STATES.includes(state))
+  if (!RECORD_STATES.includes(state))
     throw new RedisScriptError("get", `record ${key} has state ${JSON.stringify(state)}`);
   const record: OnceRecord = {
     key,

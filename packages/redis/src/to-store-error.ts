@@ -23,7 +23,7 @@ const UNAVAILABLE_REPLIES = [
  * says so.
  */
 export function toStoreError(operation: string, error: unknown): Error {
-  if (error instanceof OnceError) return error;
+  if (OnceError.is(error)) return error;
   if (error instanceof ReplyError) {
     const message = (error as Error).message;
     const prefix = message.split(" ", 1)[0] ?? "";

@@ -2,6 +2,7 @@ import {
   type AnyTool,
   type BackoffSetting,
   DEFAULT_LEASE_MS,
+  DEFAULT_RETENTION_MS,
   type RetryWindow,
   retryWindow,
 } from "@once/core";
@@ -22,7 +23,7 @@ const DEFAULTS = {
   leaseMs: DEFAULT_LEASE_MS,
   lockDurationMs: 30_000,
   stalledIntervalMs: 30_000,
-  retentionMs: 24 * 3_600_000,
+  retentionMs: DEFAULT_RETENTION_MS,
   timeoutMs: 30_000,
   retries: 2,
   resumeGapMs: 0,

@@ -1,4 +1,4 @@
-import type { OnceRecord, RecordState } from "@once/core";
+import { type OnceRecord, RECORD_STATES, type RecordState } from "@once/core";
 import { scanRecords } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
@@ -6,7 +6,7 @@ import { UsageError } from "../errors.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
-import { ago, jsonText, leaseText, RECORD_STATES, recordJson } from "../record-view.js";
+import { ago, jsonText, leaseText, recordJson } from "../record-view.js";
 import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
 

@@ -1,6 +1,7 @@
 import os from "node:os";
 import {
   type AnyTool,
+  DEFAULT_RETENTION_MS,
   InvalidOutputError,
   type OnceRecord,
   parseOutput,
@@ -26,8 +27,6 @@ import {
   withRedis,
 } from "../redis-connection.js";
 import { truncate } from "../render-table.js";
-
-const DEFAULT_RETENTION_MS = 24 * 3_600_000;
 
 /** `once resolve`: an operator's way out of `unknown`, fenced against the record read just before. */
 export const resolveCommand: Command = {

@@ -1,4 +1,4 @@
-import type { RecordState } from "@once/core";
+import { RECORD_STATES, type RecordState } from "@once/core";
 import { scanRecords } from "@once/redis";
 import type { Cluster, Redis } from "ioredis";
 import type { Command } from "../command.js";
@@ -6,7 +6,7 @@ import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
-import { jsonText, leaseRemaining, RECORD_STATES } from "../record-view.js";
+import { jsonText, leaseRemaining } from "../record-view.js";
 import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
 
