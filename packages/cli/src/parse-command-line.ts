@@ -5,11 +5,9 @@ import { GLOBAL_OPTIONS, OPTIONS, type OptionName } from "./options.js";
 /** The options given on a command line, read by name. */
 export class ParsedOptions {
   readonly #values: Record<string, unknown>;
-  readonly #command: string;
 
-  constructor(values: Record<string, unknown>, command: string) {
+  constructor(values: Record<string, unknown>) {
     this.#values = values;
-    this.#command = command;
   }
 
   has(name: OptionName): boolean {
@@ -25,8 +23,7 @@ export class ParsedOptions {
     const value = this.#values[name];
     if (value === undefined) return undefined;
     if (typeof value !== "string") throw new Error(`--${name} is not a string option`);
-    if (value.trim() === "")
-      throw new UsageError(`--${name} needs a non-empty value`, { command: this.#command });
+    if (value.trim() === "") throw new UsageError(`--${name} needs a non-empty value`);
     return value;
   }
 
@@ -47,8 +44,6 @@ export interface ParsedCommandLine {
   command: string | undefined;
   positionals: string[];
   options: ParsedOptions;
-  /** Every option given, by name, in order. */
-  given: OptionName[];
 }
 
 /**
@@ -75,18 +70,24 @@ export function parseCommandLine(
   if (allowed !== undefined) {
     for (const name of given) {
       if (!allowed.includes(name) && !GLOBAL_OPTIONS.includes(name)) {
-        throw new UsageError(`--${name} is not an option of \`once ${command}\``, {
-          ...(command === undefined ? {} : { command }),
-        });
+        throw new UsageError(`--${name} is not an option of \`once ${command}\``);
       }
     }
   }
   return {
     command,
     positionals,
-    options: new ParsedOptions(parsed.values as Record<string, unknown>, command ?? ""),
-    given,
+    options: new ParsedOptions(parsed.values as Record<string, unknown>),
   };
+}
+
+/**
+ * The command word of a command line that may not parse: its first positional, read leniently (an option's
+ * value is not a positional), so a usage error can point at the right help.
+ */
+export function commandWordOf(argv: readonly string[]): string | undefined {
+  return parseArgs({ args: [...argv], options: OPTIONS, strict: false, allowPositionals: true })
+    .positionals[0];
 }
 
 function parseAll(argv: readonly string[]) {

@@ -11,7 +11,7 @@ import { statsCommand } from "./commands/stats.js";
 import { CommandFailedError, UsageError } from "./errors.js";
 import { ExitCode } from "./exit-code.js";
 import { GLOBAL_OPTIONS, OPTIONS, type OptionName } from "./options.js";
-import { parseCommandLine } from "./parse-command-line.js";
+import { commandWordOf, parseCommandLine } from "./parse-command-line.js";
 
 const COMMANDS: readonly Command[] = [
   inspectCommand,
@@ -28,7 +28,7 @@ const COMMANDS: readonly Command[] = [
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   // Known before parsing, so that even a parse error points at the right help.
-  let command = COMMANDS.find((c) => argv.includes(c.name));
+  let command = find(commandWordOf(argv));
   try {
     if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-v")) {
       io.stdout.write(`${version()}\n`);

@@ -128,6 +128,11 @@ const cases: [string, string[], RegExp, Record<string, string>?][] = [
     /--sample needs a value|--sample "-3" must be an integer/,
   ],
   ["help about an unknown command", ["help", "frobnicate"], /unknown command "frobnicate"/],
+  [
+    "a parse error points at the help of the command given, not at a command word in a value",
+    ["list", "--tool", "inspect", "--bogus"],
+    /unknown option --bogus\n\(see once list --help\)/,
+  ],
 ];
 
 describe.concurrent("bad usage exits 2 with a message naming the problem", () => {
