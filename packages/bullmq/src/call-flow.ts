@@ -43,6 +43,14 @@ import { type CallData, type CallOutcome, unrecoverable } from "./wire.js";
 /** Largest result stored, in bytes of JSON, unless the worker sets its own. */
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 
+/** One delivery of a job by BullMQ to a processor: the job, its lock token, and BullMQ's abort signal. */
+export interface Delivery {
+  job: Job;
+  token?: string | undefined;
+  /** Aborts when BullMQ cancels the job. */
+  signal?: AbortSignal | undefined;
+}
+
 /** One attempt of one call, with everything the steps share. */
 interface Attempt {
   tool: AnyTool;
@@ -50,7 +58,7 @@ interface Attempt {
   key: string;
   /** The call's fingerprint: what every outcome of this attempt belongs to. */
   fingerprint: string;
-  job: Job;
+  delivery: Delivery;
   span: Span;
 }
 
@@ -72,7 +80,7 @@ export class CallFlow {
   }
 
   /** `read` and `write` tools: validate, run, validate. No store. */
-  async direct(tool: AnyTool, call: CallData, job: Job): Promise<CallOutcome> {
+  async direct(tool: AnyTool, call: CallData, { job, signal }: Delivery): Promise<CallOutcome> {
     let input: unknown;
     try {
       input = parseInput(tool, call.input);
@@ -83,7 +91,7 @@ export class CallFlow {
       tool: tool.name,
       namespace: call.namespace,
       attempt: job.attemptsMade + 1,
-      signal: new AbortController().signal,
+      signal: signal ?? new AbortController().signal,
       ...(call.taskId === undefined ? {} : { taskId: call.taskId }),
       ...(call.stepId === undefined ? {} : { stepId: call.stepId }),
     };
@@ -95,14 +103,8 @@ export class CallFlow {
     }
   }
 
-  async effect(
-    tool: AnyTool,
-    call: CallData,
-    job: Job,
-    token: string | undefined,
-    span: Span,
-  ): Promise<CallOutcome> {
-    const attempt = this.#check(tool, call, job, span);
+  async effect(tool: AnyTool, call: CallData, delivery: Delivery, span: Span): Promise<CallOutcome> {
+    const attempt = this.#check(tool, call, delivery, span);
     span.setAttribute(ATTR_ONCE_KEY, attempt.key);
     // The store's lease starts no earlier than this: the owner counts its lease from here (on the monotonic
     // clock), not from when it read the answer, so a stall in between cannot make it trust a lease that ran out.
@@ -119,7 +121,7 @@ export class CallFlow {
     });
     this.#telemetry.claimDuration.record(performance.now() - claimSentAt, { [ATTR_ONCE_TOOL]: tool.name });
     this.#trace(attempt, claim);
-    const outcome = await this.#act(attempt, claim, token, claimSentAt);
+    const outcome = await this.#act(attempt, claim, claimSentAt);
     return { ...outcome, fingerprint: attempt.fingerprint, ...(call.v === 1 ? {} : { callId: call.callId }) };
   }
 
@@ -156,24 +158,21 @@ export class CallFlow {
   }
 
   /** Step 1: the job must name its own key; nothing is touched if it does not. */
-  #check(tool: AnyTool, call: CallData, job: Job, span: Span): Attempt {
+  #check(tool: AnyTool, call: CallData, delivery: Delivery, span: Span): Attempt {
+    const { job } = delivery;
     try {
       const key = effectKey(tool.name, call);
       const expected = jobIdForKey(key);
       if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
-      return { tool, call, key, fingerprint: fingerprint(tool.name, call.input), job, span };
+      return { tool, call, key, fingerprint: fingerprint(tool.name, call.input), delivery, span };
     } catch (error) {
       throw unrecoverable(error as Error);
     }
   }
 
-  async #act(
-    attempt: Attempt,
-    claim: ClaimOutcome,
-    token: string | undefined,
-    claimSentAt: number,
-  ): Promise<CallOutcome> {
+  async #act(attempt: Attempt, claim: ClaimOutcome, claimSentAt: number): Promise<CallOutcome> {
     const { key, tool } = attempt;
+    const { job, token } = attempt.delivery;
     switch (claim.outcome) {
       case "replay":
         return { result: JSON.parse(claim.result), outcome: "replay", fence: claim.fence };
@@ -184,7 +183,7 @@ export class CallFlow {
       case "in_flight":
         // Another owner is alive: come back when its lease would have run out, without using an attempt.
         if (token === undefined) throw new InFlightError(key, claim.retryAfterMs);
-        await attempt.job.moveToDelayed(Date.now() + claim.retryAfterMs, token);
+        await job.moveToDelayed(Date.now() + claim.retryAfterMs, token);
         throw new DelayedError();
       case "acquired":
       case "takeover":
@@ -340,14 +339,15 @@ export class CallFlow {
   }
 
   #context(attempt: Attempt, owner: Ownership, lease: Lease): EffectContext {
-    const { call, key, tool, job } = attempt;
+    const { call, key, tool, delivery } = attempt;
     return {
       tool: tool.name,
       namespace: call.namespace,
       taskId: call.taskId ?? "",
       stepId: call.stepId ?? "",
-      attempt: job.attemptsMade + 1,
-      signal: lease.signal,
+      attempt: delivery.job.attemptsMade + 1,
+      // Lost lease or a BullMQ cancellation: either way the call must stop.
+      signal: delivery.signal ? AbortSignal.any([lease.signal, delivery.signal]) : lease.signal,
       key,
       fence: owner.fence,
       assertLease: () => lease.assert(),

@@ -55,7 +55,8 @@ export interface CallProcessorOptions {
 
 /** A BullMQ processor function for once calls, with the retry window it was checked against. */
 export interface CallProcessor {
-  (job: Job, token?: string): Promise<CallOutcome>;
+  /** `signal`: BullMQ's, aborted when the job is cancelled; the tool's `ctx.signal` aborts with it. */
+  (job: Job, token?: string, signal?: AbortSignal): Promise<CallOutcome>;
   readonly retryWindow: RetryWindow;
 }
 
@@ -77,7 +78,7 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
     options.maxResultBytes,
     telemetry,
   );
-  async function processCall(job: Job, token?: string): Promise<CallOutcome> {
+  async function processCall(job: Job, token?: string, signal?: AbortSignal): Promise<CallOutcome> {
     const carrier = (job.data as { trace?: unknown } | undefined)?.trace;
     return telemetry.span(
       `process ${job.queueName}`,
@@ -110,8 +111,8 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
         try {
           const outcome =
             tool.kind === "effect"
-              ? await flow.effect(tool, call, job, token, span)
-              : await flow.direct(tool, call, job);
+              ? await flow.effect(tool, call, { job, token, signal }, span)
+              : await flow.direct(tool, call, { job, signal });
           telemetry.payload(span, "result", outcome.result);
           return outcome;
         } catch (error) {

@@ -14,7 +14,7 @@ export function withOnce<T, R>(
 ): Processor<T, unknown> {
   const processCall = createCallProcessor(options);
   return async function processWithOnce(job: Job<T>, token?: string, signal?: AbortSignal) {
-    if (isCallData(job.data)) return processCall(job as Job, token);
+    if (isCallData(job.data)) return processCall(job as Job, token, signal);
     return processor(job, token, signal);
   };
 }
