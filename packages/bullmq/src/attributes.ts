@@ -4,6 +4,8 @@ export const ATTR_MESSAGING_OPERATION_TYPE = "messaging.operation.type";
 export const ATTR_MESSAGING_DESTINATION_NAME = "messaging.destination.name";
 export const ATTR_MESSAGING_MESSAGE_ID = "messaging.message.id";
 export const ATTR_ERROR_TYPE = "error.type";
+export const ATTR_EXCEPTION_TYPE = "exception.type";
+export const ATTR_EXCEPTION_MESSAGE = "exception.message";
 
 export const ATTR_ONCE_KEY = "once.key";
 export const ATTR_ONCE_TOOL = "once.tool";
@@ -17,6 +19,14 @@ export const ATTR_ONCE_ATTEMPT = "once.attempt";
 export const ATTR_ONCE_RETRY_AFTER_MS = "once.retry_after_ms";
 export const ATTR_ONCE_REPLAYED = "once.replayed";
 export const ATTR_ONCE_ENQUEUES = "once.enqueues";
+/** On events and links: what the store held, where a reconcile came from, what a hook found, how a call waited. */
+export const ATTR_ONCE_STORED_STATE = "once.stored_state";
+export const ATTR_ONCE_STORED_TOOL = "once.stored_tool";
+export const ATTR_ONCE_LINK = "once.link";
+export const ATTR_ONCE_FROM = "once.from";
+export const ATTR_ONCE_APPLIED = "once.applied";
+export const ATTR_ONCE_JOINED = "once.joined";
+export const ATTR_ONCE_TIMEOUT_MS = "once.timeout_ms";
 /** Only with `recordPayloads: true`: tool inputs and results can hold personal data and secrets. */
 export const ATTR_ONCE_INPUT = "once.input";
 export const ATTR_ONCE_RESULT = "once.result";
@@ -29,3 +39,9 @@ export const EVENT_TAKEOVER = "once.takeover";
 export const EVENT_RECONCILE = "once.reconcile";
 export const EVENT_LEASE_LOST = "once.lease_lost";
 export const EVENT_TIMEOUT = "once.timeout";
+
+/** Metric names. */
+export const METRIC_OUTCOMES = "once.outcomes";
+export const METRIC_CLAIM_DURATION = "once.claim.duration";
+export const METRIC_DISPATCHER_TIMEOUTS = "once.dispatcher.timeouts";
+export const METRIC_DISPATCHER_REENQUEUES = "once.dispatcher.reenqueues";

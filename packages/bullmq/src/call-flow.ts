@@ -26,9 +26,14 @@ import {
 import type { Span } from "@opentelemetry/api";
 import { DelayedError, type Job } from "bullmq";
 import {
+  ATTR_ONCE_APPLIED,
   ATTR_ONCE_FENCE,
+  ATTR_ONCE_FROM,
   ATTR_ONCE_KEY,
+  ATTR_ONCE_LINK,
   ATTR_ONCE_RETRY_AFTER_MS,
+  ATTR_ONCE_STORED_STATE,
+  ATTR_ONCE_STORED_TOOL,
   ATTR_ONCE_TOOL,
   EVENT_CONFLICT,
   EVENT_DEDUP_HIT,
@@ -134,23 +139,23 @@ export class CallFlow {
       case "replay":
       case "replay_error": {
         span.addEvent(EVENT_DEDUP_HIT, {
-          "once.stored_state": claim.outcome === "replay" ? "done" : "failed",
+          [ATTR_ONCE_STORED_STATE]: claim.outcome === "replay" ? "done" : "failed",
         });
         const executed = parseTraceparent(claim.trace);
-        if (executed) span.addLink({ context: executed, attributes: { "once.link": "executed" } });
+        if (executed) span.addLink({ context: executed, attributes: { [ATTR_ONCE_LINK]: "executed" } });
         return;
       }
       case "in_flight":
         span.addEvent(EVENT_IN_FLIGHT, { [ATTR_ONCE_RETRY_AFTER_MS]: claim.retryAfterMs });
         return;
       case "conflict":
-        span.addEvent(EVENT_CONFLICT, { "once.stored_tool": claim.tool });
+        span.addEvent(EVENT_CONFLICT, { [ATTR_ONCE_STORED_TOOL]: claim.tool });
         return;
       case "takeover":
         span.addEvent(EVENT_TAKEOVER, { [ATTR_ONCE_FENCE]: claim.fence });
         return;
       case "reconcile":
-        span.addEvent(EVENT_RECONCILE, { [ATTR_ONCE_FENCE]: claim.fence, "once.from": claim.from });
+        span.addEvent(EVENT_RECONCILE, { [ATTR_ONCE_FENCE]: claim.fence, [ATTR_ONCE_FROM]: claim.from });
         return;
       case "acquired":
         return;
@@ -283,7 +288,7 @@ export class CallFlow {
       const ctx = this.#context(attempt, owner, lease);
       verdict = await this.#telemetry.span(`reconcile ${tool.name}`, {}, async (span) => {
         const answer = await reconcile(input, ctx);
-        span.setAttribute("once.applied", answer.applied);
+        span.setAttribute(ATTR_ONCE_APPLIED, answer.applied);
         return answer;
       });
     } catch (error) {

@@ -25,12 +25,15 @@ import { type JobsOptions, type Queue, QueueEvents } from "bullmq";
 import {
   ATTR_MESSAGING_MESSAGE_ID,
   ATTR_ONCE_ENQUEUES,
+  ATTR_ONCE_JOINED,
   ATTR_ONCE_KEY,
   ATTR_ONCE_KIND,
   ATTR_ONCE_NAMESPACE,
   ATTR_ONCE_REPLAYED,
   ATTR_ONCE_STEP_ID,
+  ATTR_ONCE_STORED_STATE,
   ATTR_ONCE_TASK_ID,
+  ATTR_ONCE_TIMEOUT_MS,
   ATTR_ONCE_TOOL,
   EVENT_DEDUP_HIT,
   EVENT_IN_FLIGHT,
@@ -281,7 +284,7 @@ export class Dispatcher {
     if (running) {
       if (running.fingerprint !== call.fingerprint)
         throw new IdempotencyConflictError(key, tool.name, running.tool);
-      span.addEvent(EVENT_IN_FLIGHT, { "once.joined": true });
+      span.addEvent(EVENT_IN_FLIGHT, { [ATTR_ONCE_JOINED]: true });
       // This caller enqueues and runs nothing: whatever the call it joined gets, for this one it is a replay.
       return running.result.then((answer) => ({ ...answer, replayed: true, enqueues: 0 }));
     }
@@ -303,7 +306,7 @@ export class Dispatcher {
       // before this call enqueued anything was settled by another call.
       const stored = await this.#record(call);
       if (isSettled(stored)) {
-        if (stored.state === "done") span.addEvent(EVENT_DEDUP_HIT, { "once.stored_state": "done" });
+        if (stored.state === "done") span.addEvent(EVENT_DEDUP_HIT, { [ATTR_ONCE_STORED_STATE]: "done" });
         return this.#settledBy(stored, call, "another call", 0);
       }
       const { timeoutMs, retries, retryBackoffMs } = { ...this.#defaults, ...definedOnly(options) };
@@ -420,7 +423,7 @@ export class Dispatcher {
   }
 
   #timedOut(span: Span, tool: AnyTool, enqueues: number, timeoutMs: number): void {
-    span.addEvent(EVENT_TIMEOUT, { [ATTR_ONCE_ENQUEUES]: enqueues, "once.timeout_ms": timeoutMs });
+    span.addEvent(EVENT_TIMEOUT, { [ATTR_ONCE_ENQUEUES]: enqueues, [ATTR_ONCE_TIMEOUT_MS]: timeoutMs });
     this.#telemetry.timeouts.add(1, { [ATTR_ONCE_TOOL]: tool.name });
   }
 

@@ -1,10 +1,10 @@
+import { createRequire } from "node:module";
 import {
   type Attributes,
   type Context,
   type Counter,
   context,
   type Histogram,
-  type Link,
   metrics,
   ROOT_CONTEXT,
   type Span,
@@ -16,6 +16,8 @@ import {
 } from "@opentelemetry/api";
 import {
   ATTR_ERROR_TYPE,
+  ATTR_EXCEPTION_MESSAGE,
+  ATTR_EXCEPTION_TYPE,
   ATTR_MESSAGING_DESTINATION_NAME,
   ATTR_MESSAGING_MESSAGE_ID,
   ATTR_MESSAGING_OPERATION_TYPE,
@@ -24,11 +26,19 @@ import {
   ATTR_ONCE_OUTCOME,
   ATTR_ONCE_RESULT,
   ATTR_ONCE_TOOL,
+  METRIC_CLAIM_DURATION,
+  METRIC_DISPATCHER_REENQUEUES,
+  METRIC_DISPATCHER_TIMEOUTS,
+  METRIC_OUTCOMES,
 } from "./attributes.js";
 import { onceErrorIn } from "./wire.js";
 
-const INSTRUMENTATION = "@once/bullmq";
-const VERSION = "0.1.0";
+// The instrumentation scope is this package, at the version installed: read from its own package.json (one
+// directory up from both src/ and dist/), so a release never reports a stale version.
+const { name: INSTRUMENTATION, version: VERSION } = createRequire(import.meta.url)("../package.json") as {
+  name: string;
+  version: string;
+};
 const PAYLOAD_LIMIT = 4096;
 
 export interface TelemetryOptions {
@@ -55,17 +65,17 @@ export class Telemetry {
     this.tracer = trace.getTracer(INSTRUMENTATION, VERSION);
     this.recordPayloads = options.recordPayloads ?? false;
     const meter = metrics.getMeter(INSTRUMENTATION, VERSION);
-    this.outcomes = meter.createCounter("once.outcomes", {
+    this.outcomes = meter.createCounter(METRIC_OUTCOMES, {
       description: "Claim outcomes and call endings, by tool and outcome",
     });
-    this.claimDuration = meter.createHistogram("once.claim.duration", {
+    this.claimDuration = meter.createHistogram(METRIC_CLAIM_DURATION, {
       description: "Time to claim a key in the store",
       unit: "ms",
     });
-    this.timeouts = meter.createCounter("once.dispatcher.timeouts", {
+    this.timeouts = meter.createCounter(METRIC_DISPATCHER_TIMEOUTS, {
       description: "Dispatcher waits that timed out, by tool",
     });
-    this.reenqueues = meter.createCounter("once.dispatcher.reenqueues", {
+    this.reenqueues = meter.createCounter(METRIC_DISPATCHER_REENQUEUES, {
       description: "Enqueues repeated with the same key after a timeout, by tool",
     });
   }
@@ -76,14 +86,14 @@ export class Telemetry {
    */
   async span<T>(
     name: string,
-    options: { kind?: SpanKind; attributes?: Attributes; links?: Link[]; parent?: Context },
+    options: { kind?: SpanKind; attributes?: Attributes; parent?: Context },
     fn: (span: Span) => Promise<T>,
     expected: (error: unknown) => boolean = () => false,
   ): Promise<T> {
     const parent = options.parent ?? context.active();
     const span = this.tracer.startSpan(
       name,
-      { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links },
+      { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes },
       parent,
     );
     try {
@@ -102,8 +112,8 @@ export class Telemetry {
     span.setAttribute(ATTR_ERROR_TYPE, type);
     const message = error instanceof Error ? error.message : String(error);
     span.addEvent("exception", {
-      "exception.type": type,
-      ...(this.recordPayloads ? { "exception.message": message } : {}),
+      [ATTR_EXCEPTION_TYPE]: type,
+      ...(this.recordPayloads ? { [ATTR_EXCEPTION_MESSAGE]: message } : {}),
     });
     span.setStatus({
       code: SpanStatusCode.ERROR,
