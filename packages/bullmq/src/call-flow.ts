@@ -4,12 +4,8 @@ import {
   type ClaimOutcome,
   classifyWith,
   type EffectContext,
-  effectKey,
   fingerprint,
   IdempotencyConflictError,
-  InFlightError,
-  jobIdForKey,
-  KeyMismatchError,
   LeaseLostError,
   type OnceStore,
   OutcomeUnknownError,
@@ -24,7 +20,6 @@ import {
   type WriteOutcome,
 } from "@once/core";
 import type { Span } from "@opentelemetry/api";
-import { DelayedError, type Job } from "bullmq";
 import {
   ATTR_ONCE_APPLIED,
   ATTR_ONCE_FENCE,
@@ -43,24 +38,53 @@ import {
 } from "./attributes.js";
 import { Lease } from "./lease.js";
 import { parseTraceparent, type Telemetry, traceCarrier } from "./telemetry.js";
-import { type CallData, type CallOutcome, unrecoverable } from "./wire.js";
+import type { CallOutcome } from "./wire.js";
 
 /** Largest result stored, in bytes of JSON, unless the worker sets its own. */
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 
-/** One delivery of a job by BullMQ to a processor: the job, its lock token, and BullMQ's abort signal. */
+/**
+ * How one attempt of a call reached the flow, and the two things the flow leaves to its transport: BullMQ
+ * (call-processor.ts) and a call run in the caller's own process differ only here.
+ */
 export interface Delivery {
-  job: Job;
-  token?: string | undefined;
-  /** Aborts when BullMQ cancels the job. */
+  /** 1 for the first attempt. */
+  attempt: number;
+  /** Aborts when the call must stop from outside (BullMQ cancelled the job); the tool's `ctx.signal` with it. */
   signal?: AbortSignal | undefined;
+  /**
+   * Another owner holds the key and its lease is alive for `retryAfterMs`. Resolves when the flow should claim
+   * again; may throw instead (BullMQ moves the job to delayed, without using an attempt, and throws).
+   */
+  waitInFlight(key: string, retryAfterMs: number): Promise<void>;
+  /** Marks a failure that no retry can mend (BullMQ: an `UnrecoverableError`); returns what to throw. */
+  terminal(error: Error): Error;
 }
+
+/** The step an effect call belongs to, with its key (derived and checked by the caller of the flow). */
+export interface EffectStep {
+  key: string;
+  namespace: string;
+  taskId: string;
+  stepId: string;
+  input: unknown;
+}
+
+/** What a `read` or `write` call carries: no key, and a task and step only if the caller named them. */
+export interface DirectStep {
+  namespace: string;
+  taskId?: string | undefined;
+  stepId?: string | undefined;
+  input: unknown;
+}
+
+/** What the flow returns for a call: the outcome a worker reports, less the job's call id (the transport's). */
+export type FlowOutcome = Omit<CallOutcome, "callId">;
 
 /** One attempt of one call, with everything the steps share. */
 interface Attempt {
   tool: AnyTool;
-  call: CallData;
-  key: string;
+  step: EffectStep;
   /** The call's fingerprint: what every outcome of this attempt belongs to. */
   fingerprint: string;
   delivery: Delivery;
@@ -85,49 +109,54 @@ export class CallFlow {
   }
 
   /** `read` and `write` tools: validate, run, validate. No store. */
-  async direct(tool: AnyTool, call: CallData, { job, signal }: Delivery): Promise<CallOutcome> {
+  async direct(tool: AnyTool, step: DirectStep, delivery: Delivery): Promise<FlowOutcome> {
     let input: unknown;
     try {
-      input = parseInput(tool, call.input);
+      input = parseInput(tool, step.input);
     } catch (error) {
-      throw unrecoverable(error as Error);
+      throw delivery.terminal(error as Error);
     }
     const ctx: CallContext = {
       tool: tool.name,
-      namespace: call.namespace,
-      attempt: job.attemptsMade + 1,
-      signal: signal ?? new AbortController().signal,
-      ...(call.taskId === undefined ? {} : { taskId: call.taskId }),
-      ...(call.stepId === undefined ? {} : { stepId: call.stepId }),
+      namespace: step.namespace,
+      attempt: delivery.attempt,
+      signal: delivery.signal ?? new AbortController().signal,
+      ...(step.taskId === undefined ? {} : { taskId: step.taskId }),
+      ...(step.stepId === undefined ? {} : { stepId: step.stepId }),
     };
     const output = await tool.run(input, ctx as never, undefined);
     try {
       return { result: parseOutput(tool, output), outcome: "direct" };
     } catch (error) {
-      throw unrecoverable(error as Error);
+      throw delivery.terminal(error as Error);
     }
   }
 
-  async effect(tool: AnyTool, call: CallData, delivery: Delivery, span: Span): Promise<CallOutcome> {
-    const attempt = this.#check(tool, call, delivery, span);
-    span.setAttribute(ATTR_ONCE_KEY, attempt.key);
-    // The store's lease starts no earlier than this: the owner counts its lease from here (on the monotonic
-    // clock), not from when it read the answer, so a stall in between cannot make it trust a lease that ran out.
-    const claimSentAt = performance.now();
-    const claim = await this.#store.claim({
-      key: attempt.key,
-      fingerprint: attempt.fingerprint,
-      tool: tool.name,
-      phase: tool.prepare ? "prepare" : "effect",
-      leaseMs: this.#leaseFor(tool),
-      // The record keeps this attempt's span, so later replays can link to the attempt that executed. Without a
-      // tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record, link nothing.
-      trace: traceCarrier(span.spanContext())?.traceparent,
-    });
-    this.#telemetry.claimDuration.record(performance.now() - claimSentAt, { [ATTR_ONCE_TOOL]: tool.name });
-    this.#trace(attempt, claim);
-    const outcome = await this.#act(attempt, claim, claimSentAt);
-    return { ...outcome, fingerprint: attempt.fingerprint, ...(call.v === 1 ? {} : { callId: call.callId }) };
+  /** An effect call: claim its key, and act on the claim's outcome (claiming again after an in-flight wait). */
+  async effect(tool: AnyTool, step: EffectStep, delivery: Delivery, span: Span): Promise<FlowOutcome> {
+    const attempt: Attempt = { tool, step, fingerprint: fingerprint(tool.name, step.input), delivery, span };
+    span.setAttribute(ATTR_ONCE_KEY, step.key);
+    for (;;) {
+      // The store's lease starts no earlier than this: the owner counts its lease from here (on the monotonic
+      // clock), not from when it read the answer, so a stall in between cannot make it trust a lease that ran out.
+      const claimSentAt = performance.now();
+      const claim = await this.#store.claim({
+        key: step.key,
+        fingerprint: attempt.fingerprint,
+        tool: tool.name,
+        phase: tool.prepare ? "prepare" : "effect",
+        leaseMs: this.#leaseFor(tool),
+        // The record keeps this attempt's span, so later replays can link to the attempt that executed. Without
+        // a tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record.
+        trace: traceCarrier(span.spanContext())?.traceparent,
+      });
+      this.#telemetry.claimDuration.record(performance.now() - claimSentAt, { [ATTR_ONCE_TOOL]: tool.name });
+      this.#trace(attempt, claim);
+      if (claim.outcome !== "in_flight")
+        return { ...(await this.#act(attempt, claim, claimSentAt)), fingerprint: attempt.fingerprint };
+      // Another owner is alive: come back when its lease would have run out.
+      await delivery.waitInFlight(step.key, claim.retryAfterMs);
+    }
   }
 
   /** The claim's outcome on the attempt's span: an attribute, an event, a link to the executing attempt. */
@@ -162,34 +191,19 @@ export class CallFlow {
     }
   }
 
-  /** Step 1: the job must name its own key; nothing is touched if it does not. */
-  #check(tool: AnyTool, call: CallData, delivery: Delivery, span: Span): Attempt {
-    const { job } = delivery;
-    try {
-      const key = effectKey(tool.name, call);
-      const expected = jobIdForKey(key);
-      if (job.id !== expected) throw new KeyMismatchError(String(job.id), expected);
-      return { tool, call, key, fingerprint: fingerprint(tool.name, call.input), delivery, span };
-    } catch (error) {
-      throw unrecoverable(error as Error);
-    }
-  }
-
-  async #act(attempt: Attempt, claim: ClaimOutcome, claimSentAt: number): Promise<CallOutcome> {
-    const { key, tool } = attempt;
-    const { job, token } = attempt.delivery;
+  async #act(
+    attempt: Attempt,
+    claim: Exclude<ClaimOutcome, { outcome: "in_flight" }>,
+    claimSentAt: number,
+  ): Promise<FlowOutcome> {
+    const { step, tool, delivery } = attempt;
     switch (claim.outcome) {
       case "replay":
         return { result: JSON.parse(claim.result), outcome: "replay", fence: claim.fence };
       case "replay_error":
-        throw unrecoverable(new ReplayedFailureError(key, claim.error));
+        throw delivery.terminal(new ReplayedFailureError(step.key, claim.error));
       case "conflict":
-        throw unrecoverable(new IdempotencyConflictError(key, tool.name, claim.tool));
-      case "in_flight":
-        // Another owner is alive: come back when its lease would have run out, without using an attempt.
-        if (token === undefined) throw new InFlightError(key, claim.retryAfterMs);
-        await job.moveToDelayed(Date.now() + claim.retryAfterMs, token);
-        throw new DelayedError();
+        throw delivery.terminal(new IdempotencyConflictError(step.key, tool.name, claim.tool));
       case "acquired":
       case "takeover":
         return this.#execute(attempt, claim, false, claimSentAt);
@@ -204,16 +218,17 @@ export class CallFlow {
     owner: Ownership,
     inEffectPhase: boolean,
     confirmedAt: number,
-  ): Promise<CallOutcome> {
-    const { key, tool } = attempt;
+  ): Promise<FlowOutcome> {
+    const { tool } = attempt;
+    const { key } = attempt.step;
     const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool), confirmedAt);
     try {
       let input: unknown;
       try {
-        input = parseInput(tool, attempt.call.input);
+        input = parseInput(tool, attempt.step.input);
       } catch (error) {
         await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
-        throw unrecoverable(error as Error);
+        throw attempt.delivery.terminal(error as Error);
       }
       const ctx = this.#context(attempt, owner, lease);
       let prepared: unknown;
@@ -255,12 +270,13 @@ export class CallFlow {
 
   /** Step 5: `classifyError` decides what a failure of `run` leaves behind. */
   async #runFailed(attempt: Attempt, owner: Ownership, lease: Lease, error: unknown): Promise<Error> {
-    const { key, tool } = attempt;
+    const { tool } = attempt;
+    const { key } = attempt.step;
     if (lease.lost) return new LeaseLostError(key, owner.token);
     switch (classifyWith(tool, error)) {
       case "terminal":
         await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
-        return unrecoverable(asError(error));
+        return attempt.delivery.terminal(asError(error));
       case "not_applied":
         await this.#settle(key, owner, this.#store.release(key, owner.token, { notApplied: true }));
         return asError(error);
@@ -274,16 +290,19 @@ export class CallFlow {
   }
 
   /** Step 6: ask the outside world whether the effect happened; never re-fire blindly. */
-  async #reconcile(attempt: Attempt, owner: Ownership, claimSentAt: number): Promise<CallOutcome> {
-    const { key, tool } = attempt;
+  async #reconcile(attempt: Attempt, owner: Ownership, claimSentAt: number): Promise<FlowOutcome> {
+    const { tool } = attempt;
+    const { key } = attempt.step;
     if (!tool.reconcile) {
       await this.#settle(key, owner, this.#store.giveUp(key, owner.token, noHook));
-      throw unrecoverable(new OutcomeUnknownError(key, tool.name, "the tool has no reconcile hook"));
+      throw attempt.delivery.terminal(
+        new OutcomeUnknownError(key, tool.name, "the tool has no reconcile hook"),
+      );
     }
     const lease = new Lease(this.#store, key, owner.token, this.#leaseFor(tool), claimSentAt);
     let verdict: Awaited<ReturnType<NonNullable<AnyTool["reconcile"]>>>;
     try {
-      const input = parseInput(tool, attempt.call.input);
+      const input = parseInput(tool, attempt.step.input);
       const reconcile = tool.reconcile;
       const ctx = this.#context(attempt, owner, lease);
       verdict = await this.#telemetry.span(`reconcile ${tool.name}`, {}, async (span) => {
@@ -318,7 +337,8 @@ export class CallFlow {
     output: unknown,
     via: "run" | "reconcile" = "run",
   ): Promise<{ result: unknown; text: string }> {
-    const { key, tool } = attempt;
+    const { tool } = attempt;
+    const { key } = attempt.step;
     try {
       const result = parseOutput(tool, output);
       const text = toJson(tool.name, result);
@@ -332,7 +352,7 @@ export class CallFlow {
           ? this.#store.failTerminal(key, owner.token, stored)
           : this.#store.giveUp(key, owner.token, stored);
       await this.#settle(key, owner, write);
-      throw unrecoverable(asError(error));
+      throw attempt.delivery.terminal(asError(error));
     }
   }
 
@@ -344,16 +364,16 @@ export class CallFlow {
   }
 
   #context(attempt: Attempt, owner: Ownership, lease: Lease): EffectContext {
-    const { call, key, tool, delivery } = attempt;
+    const { step, tool, delivery } = attempt;
     return {
       tool: tool.name,
-      namespace: call.namespace,
-      taskId: call.taskId ?? "",
-      stepId: call.stepId ?? "",
-      attempt: delivery.job.attemptsMade + 1,
-      // Lost lease or a BullMQ cancellation: either way the call must stop.
+      namespace: step.namespace,
+      taskId: step.taskId,
+      stepId: step.stepId,
+      attempt: delivery.attempt,
+      // A lost lease or a cancellation from outside: either way the call must stop.
       signal: delivery.signal ? AbortSignal.any([lease.signal, delivery.signal]) : lease.signal,
-      key,
+      key: step.key,
       fence: owner.fence,
       assertLease: () => lease.assert(),
     };

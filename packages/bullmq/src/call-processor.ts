@@ -3,6 +3,10 @@ import {
   assertRetryWindow,
   type BackoffSetting,
   DEFAULT_LEASE_MS,
+  effectKey,
+  InFlightError,
+  jobIdForKey,
+  KeyMismatchError,
   LeaseLostError,
   type OnceStore,
   ReplayedFailureError,
@@ -21,7 +25,7 @@ import {
   ATTR_ONCE_TOOL,
   EVENT_LEASE_LOST,
 } from "./attributes.js";
-import { CallFlow } from "./call-flow.js";
+import { CallFlow, type Delivery, type EffectStep } from "./call-flow.js";
 import { ToolRegistry } from "./registry.js";
 import { consumerAttributes, contextFromCarrier, Telemetry, type TelemetryOptions } from "./telemetry.js";
 import {
@@ -108,11 +112,17 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
           ...(call.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: call.stepId }),
         });
         telemetry.payload(span, "input", call.input);
+        const delivery = bullmqDelivery(job, token, signal);
         try {
-          const outcome =
-            tool.kind === "effect"
-              ? await flow.effect(tool, call, { job, token, signal }, span)
-              : await flow.direct(tool, call, { job, signal });
+          let outcome: CallOutcome;
+          if (tool.kind === "effect") {
+            const step = checkedStep(tool, call, job.id);
+            const done = await flow.effect(tool, step, delivery, span);
+            // The answer names the call it belongs to (its fingerprint and call id): the dispatcher checks both.
+            outcome = { ...done, ...(call.v === 1 ? {} : { callId: call.callId }) };
+          } else {
+            outcome = await flow.direct(tool, call, delivery);
+          }
           telemetry.payload(span, "result", outcome.result);
           return outcome;
         } catch (error) {
@@ -128,6 +138,39 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
     );
   }
   return Object.assign(processCall, { retryWindow });
+}
+
+/** BullMQ's side of the flow: failures that must not be retried are unrecoverable; an in-flight wait delays the job. */
+function bullmqDelivery(job: Job, token: string | undefined, signal: AbortSignal | undefined): Delivery {
+  return {
+    attempt: job.attemptsMade + 1,
+    signal,
+    terminal: unrecoverable,
+    async waitInFlight(key, retryAfterMs) {
+      // Come back when the other owner's lease would have run out, without using an attempt.
+      if (token === undefined) throw new InFlightError(key, retryAfterMs);
+      await job.moveToDelayed(Date.now() + retryAfterMs, token);
+      throw new DelayedError();
+    },
+  };
+}
+
+/** The job must name its own key: derived from its task and step, it must match the job id. Nothing is touched otherwise. */
+function checkedStep(tool: AnyTool, call: CallData, jobId: string | undefined): EffectStep {
+  try {
+    const key = effectKey(tool.name, call);
+    const expected = jobIdForKey(key);
+    if (jobId !== expected) throw new KeyMismatchError(String(jobId), expected);
+    return {
+      key,
+      namespace: call.namespace,
+      taskId: call.taskId ?? "",
+      stepId: call.stepId ?? "",
+      input: call.input,
+    };
+  } catch (error) {
+    throw unrecoverable(error as Error);
+  }
 }
 
 /** The retry window of a worker-side entry point, from its options (the dispatcher's is in dispatcher.ts). */
