@@ -10,6 +10,7 @@ export {
 } from "./dispatcher.js";
 export { DuplicateToolError, JobFailedError } from "./errors.js";
 export { fetchWithKey } from "./fetch-with-key.js";
+export { InProcess, type InProcessOptions, type InProcessResult } from "./in-process.js";
 export { OnceWorker, type OnceWorkerOptions } from "./once-worker.js";
 export { CALL_VERSION, type CallData, type CallOutcome, isCallData, parseCallData } from "./wire.js";
 export { withOnce } from "./with-once.js";
