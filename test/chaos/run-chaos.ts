@@ -23,6 +23,7 @@ import { type RedisServerHandle, startRedisServer } from "../support/services.js
 import { ChaosChild, type ChildEvent } from "./chaos-child.js";
 import {
   CHAOS_ORCHESTRATOR_CONFIG_ENV,
+  CHAOS_TIMING,
   CHAOS_WORKER_CONFIG_ENV,
   type ChaosOrchestratorConfig,
   type ChaosWorkerConfig,
@@ -32,28 +33,6 @@ import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { type Fault, type FaultPlan, makeSchedule } from "./fault-schedule.js";
 import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
 import { TcpProxy } from "./tcp-proxy.js";
-
-/** The timings every run uses. Aggressive on purpose: the dispatcher gives up on a wait after 150 ms. */
-export const CHAOS_TIMING = {
-  workers: 4,
-  workerConcurrency: 8,
-  leaseMs: 1_500,
-  lockDurationMs: 1_500,
-  stalledIntervalMs: 1_000,
-  storeTimeoutMs: 1_000,
-  /** The tools' own deadline on one provider call; past it the outcome is unknown. */
-  providerTimeoutMs: 1_000,
-  dispatchTimeoutMs: 150,
-  dispatchRetries: 1,
-  jobAttempts: 8,
-  jobBackoffMs: 100,
-  orchestratorConcurrency: 64,
-  /** Heavy-tailed: the median answer takes 80 ms, one in a hundred 2 s or more. */
-  latency: { p50Ms: 80, p99Ms: 2_000 },
-  /** A freeze outlasts the lease, BullMQ's lock and two stalled checks, so another worker takes over. */
-  freezeMinMs: 5_000,
-  freezeMaxMs: 7_000,
-} as const;
 
 export interface ChaosOptions {
   seed: number;
