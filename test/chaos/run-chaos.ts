@@ -4,22 +4,10 @@
 // the orchestrator drives every call to an end, the queue empties) and the verdict, read from the provider's
 // ledger and from the store.
 
-import {
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  truncateSync,
-  writeFileSync,
-} from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { readFileSync, writeFileSync } from "node:fs";
 import { deriveKey, jobIdForKey } from "@once/core";
 import { PaymentsClient } from "@once/payments";
-import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { type RedisServerHandle, startRedisServer } from "../support/services.js";
 import { ChaosChild, type ChildEvent } from "./chaos-child.js";
 import {
   CHAOS_ORCHESTRATOR_CONFIG_ENV,
@@ -30,9 +18,8 @@ import {
 } from "./chaos-config.js";
 import { type ChaosPlan, readProgress } from "./chaos-plan.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
+import { type ChaosWorld, startWorld } from "./chaos-world.js";
 import { type Fault, type FaultPlan, makeSchedule } from "./fault-schedule.js";
-import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
-import { TcpProxy } from "./tcp-proxy.js";
 
 export interface ChaosOptions {
   seed: number;
@@ -189,59 +176,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     `chaos: seed=${seed} calls=${calls} fsync=${fsync} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
   );
 
-  const dir = mkdtempSync(path.join(os.tmpdir(), "once-chaos-"));
-  const storePrefix = `chaos:${seed}:`;
-  const queueName = `chaos-${seed}`;
-  const queuePrefix = "chaos-bull";
-  let redis: RedisServerHandle | undefined;
-  let workerProxy: TcpProxy | undefined;
-  let orchestratorProxy: TcpProxy | undefined;
-  let payments: PaymentsProcess | undefined;
-  let inspector: Redis | undefined;
-  let inspectQueue: Queue | undefined;
-  let aofSampler: NodeJS.Timeout | undefined;
   const children: ChaosChild[] = [];
   const started = Date.now();
+  let world: ChaosWorld | undefined;
   try {
-    redis = await startRedisServer({
-      appendonly: true,
-      appendfsync: fsync,
-      // One growing AOF file: no rewrite mid-run, so an emulated crash can cut its tail.
-      extraArgs: ["--auto-aof-rewrite-percentage", "0"],
-    });
-    const redisServer = redis;
-    workerProxy = await TcpProxy.start(redis.port);
-    orchestratorProxy = await TcpProxy.start(redis.port);
-    payments = await startPaymentsProcess({ ...T.latency, seed });
-    inspector = new Redis(redis.url, { maxRetriesPerRequest: null });
-    inspector.on("error", () => {});
-    inspectQueue = new Queue(queueName, { connection: inspector, prefix: queuePrefix });
-    inspectQueue.on("error", () => {});
-
-    // AOF sizes every 50 ms, for the emulated crash: "what the file held N ms before the kill".
-    const aofSamples: { at: number; sizes: Map<string, number> }[] = [];
-    const aofDir = path.join(redis.dir, "appendonlydir");
-    aofSampler = setInterval(() => {
-      try {
-        const sizes = new Map<string, number>();
-        for (const name of readdirSync(aofDir)) {
-          if (name.endsWith(".incr.aof")) sizes.set(name, statSync(path.join(aofDir, name)).size);
-        }
-        aofSamples.push({ at: Date.now(), sizes });
-        if (aofSamples.length > 200) aofSamples.shift();
-      } catch {
-        // Redis is between a kill and a restart.
-      }
-    }, 50);
+    world = await startWorld({ seed, fsync });
+    const { storePrefix, queueName, queuePrefix } = world;
+    const redisServer = world.redis;
+    const workerProxy = world.workerProxy;
+    const orchestratorProxy = world.orchestratorProxy;
+    const payments = world.payments;
+    const inspector = world.inspector;
+    const inspectQueue = world.inspectQueue;
+    const aof = world.aof;
 
     // ---- processes -------------------------------------------------------------------------------------
     const workerConfig = (slot: number): ChaosWorkerConfig => ({
       name: `worker-${slot}`,
-      redisUrl: (workerProxy as TcpProxy).url,
+      redisUrl: workerProxy.url,
       queueName,
       queuePrefix,
       storePrefix,
-      paymentsUrl: (payments as PaymentsProcess).url,
+      paymentsUrl: payments.url,
       leaseMs: T.leaseMs,
       lockDurationMs: T.lockDurationMs,
       stalledIntervalMs: T.stalledIntervalMs,
@@ -255,9 +211,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       queueName,
       queuePrefix,
       storePrefix,
-      planFile: path.join(dir, "plan.json"),
-      progressFile: path.join(dir, "progress.jsonl"),
-      faultsOverFile: path.join(dir, "faults-over"),
+      planFile: world.planFile,
+      progressFile: world.progressFile,
+      faultsOverFile: world.faultsOverFile,
       seed,
       calls,
       rate,
@@ -342,28 +298,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let redisBusy: Promise<void> = Promise.resolve();
 
     const killRedis = async (fault: Extract<Fault, { kind: "kill-redis" }>) => {
-      const proxies = [workerProxy as TcpProxy, orchestratorProxy as TcpProxy];
+      const proxies = [workerProxy, orchestratorProxy];
       for (const proxy of proxies) proxy.refuse(true);
-      const recordsBefore = await countRecords(inspector as Redis, storePrefix).catch(() => -1);
+      const recordsBefore = await countRecords(inspector, storePrefix).catch(() => -1);
       const killAt = Date.now();
       await redisServer.kill("SIGKILL");
       for (const proxy of proxies) proxy.cut();
       let droppedBytes: number | undefined;
       if (fault.dropLastMs !== undefined) {
         // What an OS crash under `everysec` may lose: the writes of the last second never reached the disk.
-        const cutoff = killAt - fault.dropLastMs;
-        const before = [...aofSamples].reverse().find((sample) => sample.at <= cutoff);
-        droppedBytes = 0;
-        for (const name of readdirSync(aofDir)) {
-          if (!name.endsWith(".incr.aof")) continue;
-          const file = path.join(aofDir, name);
-          const now = statSync(file).size;
-          const then = before?.sizes.get(name) ?? 0;
-          if (then < now) {
-            truncateSync(file, then);
-            droppedBytes += now - then;
-          }
-        }
+        droppedBytes = aof.dropSince(killAt - fault.dropLastMs);
       }
       await redisServer.restart();
       const downMs = Date.now() - killAt;
@@ -429,7 +373,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           return;
         }
         case "cut-connections": {
-          const severed = (workerProxy as TcpProxy).cut();
+          const severed = workerProxy.cut();
           return note(fault, `cut ${severed} worker connections to Redis`);
         }
         case "kill-orchestrator": {
@@ -482,7 +426,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let quiet = 0;
     while (quiet < 3) {
       if (Date.now() > drainDeadline) throw new Error("the queue did not drain within the drain timeout");
-      const counts = await (inspectQueue as Queue).getJobCounts(
+      const counts = await inspectQueue.getJobCounts(
         "waiting",
         "active",
         "delayed",
@@ -813,15 +757,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       orchestratorStarts: orchestrators.length,
     };
   } finally {
-    clearInterval(aofSampler);
     await ChaosChild.stopAll();
-    await inspectQueue?.close().catch(() => {});
-    inspector?.disconnect();
-    await workerProxy?.close().catch(() => {});
-    await orchestratorProxy?.close().catch(() => {});
-    await payments?.stop().catch(() => {});
-    await redis?.stop().catch(() => {});
-    rmSync(dir, { recursive: true, force: true });
+    await world?.stop();
     log(`chaos: cleaned up after ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
 }
