@@ -16,6 +16,9 @@ export type OwnerWrite =
   | "resolveNotApplied"
   | "giveUp";
 
+/** The claim outcomes that make the claimer the key's owner, under a fence of its own. */
+export const GRANTS: ReadonlySet<string> = new Set(["acquired", "takeover", "reconcile"]);
+
 function fenceOf(token: string): number {
   return Number(token.slice(0, token.indexOf(".")));
 }

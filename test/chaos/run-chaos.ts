@@ -7,7 +7,6 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { deriveKey, jobIdForKey } from "@once/core";
 import { PaymentsClient } from "@once/payments";
-import { Redis } from "ioredis";
 import { ChaosChild, type ChildEvent } from "./chaos-child.js";
 import {
   CHAOS_ORCHESTRATOR_CONFIG_ENV,
@@ -20,6 +19,9 @@ import { type ChaosPlan, readProgress } from "./chaos-plan.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
 import { type Fault, type FaultPlan, makeSchedule } from "./fault-schedule.js";
+import { killAndRestartRedis, type RedisKill, type RedisLoss } from "./redis-loss.js";
+import { GRANTS } from "./reporting-store.js";
+import { snapshotRecords } from "./store-records.js";
 
 export interface ChaosOptions {
   seed: number;
@@ -33,23 +35,6 @@ export interface ChaosOptions {
   /** How long the drain may take before the run is declared stuck. Default 240 s. */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
-}
-
-/** What one Redis kill cost: acknowledged transitions Redis no longer had after its restart. */
-export interface RedisLoss {
-  at: number;
-  emulatedCrashDroppedMs?: number;
-  downMs: number;
-  recordsBefore: number;
-  recordsAfter: number;
-  /** Keys with an acknowledged transition missing after the restart. */
-  lostKeys: string[];
-  /** Of those, keys whose record was gone entirely. */
-  goneKeys: number;
-  /** Acknowledged transitions compared. */
-  acked: number;
-  /** AOF bytes dropped (emulated crash). */
-  droppedBytes?: number;
 }
 
 export interface ExecutedFault {
@@ -138,26 +123,6 @@ export interface ChaosReport {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// A record's progress within one fence: a later transition of the same owner has a higher rank.
-function rankOf(state: string | null, phase: string | null): number {
-  if (state === "claimed") return phase === "effect" ? 2 : 1;
-  if (state === "reconciling") return 1;
-  if (state === null) return 0;
-  return 3;
-}
-const ACK_RANK: Record<string, number> = {
-  claim: 1,
-  beginEffect: 2,
-  resolveNotApplied: 2,
-  complete: 3,
-  failTerminal: 3,
-  markUnknown: 3,
-  release: 3,
-  resolveApplied: 3,
-  giveUp: 3,
-};
-const GRANTS = new Set(["acquired", "takeover", "reconcile"]);
-
 /** Runs the chaos suite once and returns what it saw; never throws for a finding, only for a broken harness. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -181,14 +146,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let world: ChaosWorld | undefined;
   try {
     world = await startWorld({ seed, fsync });
+    const theWorld = world;
     const { storePrefix, queueName, queuePrefix } = world;
     const redisServer = world.redis;
     const workerProxy = world.workerProxy;
     const orchestratorProxy = world.orchestratorProxy;
     const payments = world.payments;
-    const inspector = world.inspector;
     const inspectQueue = world.inspectQueue;
-    const aof = world.aof;
 
     // ---- processes -------------------------------------------------------------------------------------
     const workerConfig = (slot: number): ChaosWorkerConfig => ({
@@ -297,40 +261,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     let redisBusy: Promise<void> = Promise.resolve();
 
-    const killRedis = async (fault: Extract<Fault, { kind: "kill-redis" }>) => {
-      const proxies = [workerProxy, orchestratorProxy];
-      for (const proxy of proxies) proxy.refuse(true);
-      const recordsBefore = await countRecords(inspector, storePrefix).catch(() => -1);
-      const killAt = Date.now();
-      await redisServer.kill("SIGKILL");
-      for (const proxy of proxies) proxy.cut();
-      let droppedBytes: number | undefined;
-      if (fault.dropLastMs !== undefined) {
-        // What an OS crash under `everysec` may lose: the writes of the last second never reached the disk.
-        droppedBytes = aof.dropSince(killAt - fault.dropLastMs);
-      }
-      await redisServer.restart();
-      const downMs = Date.now() - killAt;
-      // Before any client is let back in: what did Redis keep?
-      const snapshot = await snapshotRecords(redisServer.url, storePrefix);
-      for (const proxy of proxies) proxy.refuse(false);
-      const loss = compareWithAcks(children, snapshot, killAt);
-      redisLosses.push({
-        at: killAt - t0,
-        ...(fault.dropLastMs === undefined ? {} : { emulatedCrashDroppedMs: fault.dropLastMs }),
-        downMs,
-        recordsBefore,
-        recordsAfter: snapshot.size,
-        lostKeys: loss.lostKeys,
-        goneKeys: loss.gone,
-        acked: loss.acked,
-        ...(droppedBytes === undefined ? {} : { droppedBytes }),
-      });
+    const killRedis = async (fault: RedisKill) => {
+      const loss = await killAndRestartRedis(theWorld, children, fault, t0);
+      redisLosses.push(loss);
       note(
         fault,
-        `${fault.dropLastMs === undefined ? "SIGKILL" : `SIGKILL + last ${fault.dropLastMs} ms of AOF dropped (${droppedBytes} bytes)`}, ` +
-          `down ${downMs} ms, ${snapshot.size} records after (${recordsBefore} before), ` +
-          `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.gone} gone)`,
+        `${loss.emulatedCrashDroppedMs === undefined ? "SIGKILL" : `SIGKILL + last ${loss.emulatedCrashDroppedMs} ms of AOF dropped (${loss.droppedBytes} bytes)`}, ` +
+          `down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
+          `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
       );
     };
 
@@ -761,98 +699,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await world?.stop();
     log(`chaos: cleaned up after ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
-}
-
-interface RecordState {
-  state: string | null;
-  phase: string | null;
-  fence: number;
-  result?: string | null;
-}
-
-async function countRecords(redis: Redis, prefix: string): Promise<number> {
-  let cursor = "0";
-  let count = 0;
-  do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
-    cursor = next;
-    count += keys.length;
-  } while (cursor !== "0");
-  return count;
-}
-
-/** Every record under `prefix` (key without the prefix → state, phase, fence), on a connection of its own. */
-async function snapshotRecords(
-  url: string,
-  prefix: string,
-  withResult = false,
-): Promise<Map<string, RecordState>> {
-  const redis = new Redis(url, { maxRetriesPerRequest: null });
-  redis.on("error", () => {});
-  try {
-    const found = new Map<string, RecordState>();
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
-      cursor = next;
-      if (keys.length === 0) continue;
-      const pipeline = redis.pipeline();
-      for (const key of keys)
-        pipeline.hmget(key, "state", "phase", "fence", ...(withResult ? ["result"] : []));
-      const replies = (await pipeline.exec()) ?? [];
-      keys.forEach((key, n) => {
-        const values = (replies[n]?.[1] ?? []) as (string | null)[];
-        found.set(key.slice(prefix.length), {
-          state: values[0] ?? null,
-          phase: values[1] ?? null,
-          fence: Number(values[2] ?? 0),
-          ...(withResult ? { result: values[3] ?? null } : {}),
-        });
-      });
-    } while (cursor !== "0");
-    return found;
-  } finally {
-    redis.disconnect();
-  }
-}
-
-/** Transitions the workers saw acknowledged before `killAt` that Redis, restarted, no longer holds. */
-function compareWithAcks(
-  children: readonly ChaosChild[],
-  snapshot: Map<string, RecordState>,
-  killAt: number,
-): { lostKeys: string[]; gone: number; acked: number } {
-  const expected = new Map<string, { fence: number; rank: number }>();
-  let acked = 0;
-  for (const child of children) {
-    if (!child.name.startsWith("worker-")) continue;
-    for (const event of child.events) {
-      if (event.e !== "s" || event.at >= killAt) continue;
-      const rank = ACK_RANK[String(event.op)];
-      if (rank === undefined) continue;
-      if (event.op === "claim" ? !GRANTS.has(String(event.o)) : event.r !== "ok") continue;
-      acked += 1;
-      const k = String(event.k);
-      const fence = Number(event.f);
-      const seen = expected.get(k);
-      if (!seen || fence > seen.fence || (fence === seen.fence && rank > seen.rank)) {
-        expected.set(k, { fence, rank });
-      }
-    }
-  }
-  const lostKeys: string[] = [];
-  let gone = 0;
-  for (const [key, want] of expected) {
-    const have = snapshot.get(key);
-    if (!have) {
-      lostKeys.push(key);
-      gone += 1;
-      continue;
-    }
-    const rank = rankOf(have.state, have.phase);
-    if (have.fence < want.fence || (have.fence === want.fence && rank < want.rank)) lostKeys.push(key);
-  }
-  return { lostKeys, gone, acked };
 }
 
 function quantile(values: readonly number[], q: number): number {
