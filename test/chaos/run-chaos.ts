@@ -7,20 +7,15 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { deriveKey, jobIdForKey } from "@once/core";
 import { PaymentsClient } from "@once/payments";
-import { ChaosChild, type ChildEvent } from "./chaos-child.js";
-import {
-  CHAOS_ORCHESTRATOR_CONFIG_ENV,
-  CHAOS_TIMING,
-  CHAOS_WORKER_CONFIG_ENV,
-  type ChaosOrchestratorConfig,
-  type ChaosWorkerConfig,
-} from "./chaos-config.js";
+import { ChaosChild } from "./chaos-child.js";
+import { CHAOS_TIMING } from "./chaos-config.js";
+import { ChaosFleet } from "./chaos-fleet.js";
 import { type ChaosPlan, readProgress } from "./chaos-plan.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
 import { type Fault, type FaultPlan, makeSchedule } from "./fault-schedule.js";
 import { killAndRestartRedis, type RedisKill, type RedisLoss } from "./redis-loss.js";
-import { GRANTS } from "./reporting-store.js";
+import { FINAL_WRITES, GRANTS } from "./reporting-store.js";
 import { snapshotRecords } from "./store-records.js";
 
 export interface ChaosOptions {
@@ -141,105 +136,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     `chaos: seed=${seed} calls=${calls} fsync=${fsync} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
   );
 
-  const children: ChaosChild[] = [];
   const started = Date.now();
   let world: ChaosWorld | undefined;
   try {
     world = await startWorld({ seed, fsync });
     const theWorld = world;
-    const { storePrefix, queueName, queuePrefix } = world;
+    const { storePrefix } = world;
     const redisServer = world.redis;
     const workerProxy = world.workerProxy;
-    const orchestratorProxy = world.orchestratorProxy;
     const payments = world.payments;
     const inspectQueue = world.inspectQueue;
 
-    // ---- processes -------------------------------------------------------------------------------------
-    const workerConfig = (slot: number): ChaosWorkerConfig => ({
-      name: `worker-${slot}`,
-      redisUrl: workerProxy.url,
-      queueName,
-      queuePrefix,
-      storePrefix,
-      paymentsUrl: payments.url,
-      leaseMs: T.leaseMs,
-      lockDurationMs: T.lockDurationMs,
-      stalledIntervalMs: T.stalledIntervalMs,
-      concurrency: T.workerConcurrency,
-      storeTimeoutMs: T.storeTimeoutMs,
-      providerTimeoutMs: T.providerTimeoutMs,
-      transport,
-    });
-    const orchestratorConfig: ChaosOrchestratorConfig = {
-      redisUrl: orchestratorProxy.url,
-      queueName,
-      queuePrefix,
-      storePrefix,
-      planFile: world.planFile,
-      progressFile: world.progressFile,
-      faultsOverFile: world.faultsOverFile,
-      seed,
-      calls,
-      rate,
-      concurrency: T.orchestratorConcurrency,
-      timeoutMs: T.dispatchTimeoutMs,
-      retries: T.dispatchRetries,
-      jobAttempts: T.jobAttempts,
-      jobBackoffMs: T.jobBackoffMs,
-      leaseMs: T.leaseMs,
-      lockDurationMs: T.lockDurationMs,
-      stalledIntervalMs: T.stalledIntervalMs,
-    };
+    const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport });
+    const { children, slots, orchestrators } = fleet;
     const freezes = new Map<
       ChaosChild,
       { from: number; to: number; inFlight: number; held: Map<string, number> }[]
     >();
-    // Calls each worker holds right now: granted claims not yet settled, for "frozen with work in flight".
-    const holding = new Map<ChaosChild, Map<string, number>>();
-    const trackHolding = (child: ChaosChild, event: ChildEvent) => {
-      if (event.e !== "s") return;
-      const held = holding.get(child) ?? new Map<string, number>();
-      holding.set(child, held);
-      const k = String(event.k);
-      if (event.op === "claim" && GRANTS.has(String(event.o))) held.set(k, Number(event.f));
-      else if (event.op !== "claim" && event.op !== "heartbeat" && event.op !== "beginEffect") {
-        if (event.op !== "resolveNotApplied") held.delete(k);
-      }
-    };
-    const startWorker = async (slot: number) => {
-      const child = await ChaosChild.start({
-        name: `worker-${slot}`,
-        script: "chaos/chaos-worker.ts",
-        env: { [CHAOS_WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(slot)) },
-        readyEvent: "ready",
-        onEvent: trackHolding,
-        timeoutMs: 90_000,
-      });
-      children.push(child);
-      return child;
-    };
-    const orchestrators: ChaosChild[] = [];
-    const startOrchestrator = async () => {
-      const child = await ChaosChild.start({
-        name: `orchestrator-${orchestrators.length + 1}`,
-        script: "chaos/chaos-orchestrator.ts",
-        env: { [CHAOS_ORCHESTRATOR_CONFIG_ENV]: JSON.stringify(orchestratorConfig) },
-        readyEvent: orchestrators.length === 0 ? "plan-written" : "plan-loaded",
-        timeoutMs: 90_000,
-      });
-      orchestrators.push(child);
-      children.push(child);
-      return child;
-    };
-
-    const slots: (ChaosChild | undefined)[] = await Promise.all(
-      Array.from({ length: T.workers }, (_, slot) => startWorker(slot)),
-    );
-    let orchestrator = await startOrchestrator();
     const t0 = Date.now();
-    log(
-      `chaos: ${T.workers} workers and the orchestrator are up; plan written to ${orchestratorConfig.planFile}`,
-    );
+    log(`chaos: ${T.workers} workers and the orchestrator are up; plan written to ${world.planFile}`);
 
     // ---- faults ----------------------------------------------------------------------------------------
     const executed: ExecutedFault[] = [];
@@ -282,7 +197,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           await child.kill("SIGKILL");
           note(fault, `SIGKILL ${child.name} (pid ${child.pid}), restart in ${fault.restartAfterMs} ms`);
           await sleep(fault.restartAfterMs);
-          slots[slot] = await startWorker(slot);
+          slots[slot] = await fleet.startWorker(slot);
           return;
         }
         case "freeze-worker": {
@@ -291,10 +206,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           if (!child) return note(fault, "skipped: no running worker");
           // A freeze is only a test of fencing if the worker holds calls: wait (briefly) for it to hold one.
           reserved.add(child);
-          for (let waited = 0; waited < 3_000 && (holding.get(child)?.size ?? 0) === 0; waited += 10) {
+          for (let waited = 0; waited < 3_000 && fleet.held(child).size === 0; waited += 10) {
             await sleep(10);
           }
-          const held = new Map(holding.get(child) ?? []);
+          const held = new Map(fleet.held(child));
           const inFlight = held.size;
           child.freeze();
           reserved.delete(child);
@@ -315,18 +230,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           return note(fault, `cut ${severed} worker connections to Redis`);
         }
         case "kill-orchestrator": {
-          if (!orchestrator.alive || orchestrator.events.some((e) => e.e === "finished")) {
+          const killed = fleet.orchestrator;
+          if (!killed.alive || killed.events.some((e) => e.e === "finished")) {
             return note(fault, "skipped: the orchestrator had finished");
           }
-          const killed = orchestrator;
           await killed.kill("SIGKILL");
-          const done = readProgress(orchestratorConfig.progressFile).size;
+          const done = readProgress(theWorld.progressFile).size;
           note(
             fault,
             `SIGKILL ${killed.name} (pid ${killed.pid}) with ${done}/${calls} calls settled; restart in ${fault.restartAfterMs} ms`,
           );
           await sleep(fault.restartAfterMs);
-          orchestrator = await startOrchestrator();
+          await fleet.startOrchestrator();
           return;
         }
         case "kill-redis": {
@@ -342,24 +257,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await execute(fault);
     });
     await Promise.all(running);
-    writeFileSync(orchestratorConfig.faultsOverFile, "");
+    writeFileSync(world.faultsOverFile, "");
     log(`chaos: fault phase over after ${((Date.now() - t0) / 1000).toFixed(1)} s; draining`);
 
     // ---- drain -----------------------------------------------------------------------------------------
     const drainDeadline = Date.now() + (options.drainTimeoutMs ?? 240_000);
     for (;;) {
-      const current = orchestrator;
+      const current = fleet.orchestrator;
       const finished = await Promise.race([
         current.exited.then(() => true),
         sleep(Math.max(0, drainDeadline - Date.now())).then(() => false),
       ]);
       if (!finished)
         throw new Error(`the orchestrator did not finish within the drain timeout\n${current.stderr()}`);
-      if (current === orchestrator) break;
+      if (current === fleet.orchestrator) break;
     }
-    const finishedEvent = orchestrator.events.find((e) => e.e === "finished");
+    const finishedEvent = fleet.orchestrator.events.find((e) => e.e === "finished");
     if (!finishedEvent)
-      throw new Error(`the orchestrator exited without finishing:\n${orchestrator.stderr()}`);
+      throw new Error(`the orchestrator exited without finishing:\n${fleet.orchestrator.stderr()}`);
     // Nothing may be left for a worker to do: re-enqueued jobs, delayed in-flight waits.
     let quiet = 0;
     while (quiet < 3) {
@@ -376,11 +291,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
     const durationMs = Date.now() - t0;
     log(`chaos: drained after ${(durationMs / 1000).toFixed(1)} s`);
-    await Promise.all(slots.map((child) => child?.stop()));
+    await fleet.stopWorkers();
 
     // ---- verdict ---------------------------------------------------------------------------------------
-    const plan = JSON.parse(readFileSync(orchestratorConfig.planFile, "utf8")) as ChaosPlan;
-    const progress = readProgress(orchestratorConfig.progressFile);
+    const plan = JSON.parse(readFileSync(world.planFile, "utf8")) as ChaosPlan;
+    const progress = readProgress(world.progressFile);
     const provider = new PaymentsClient(payments.url);
     const [charges, tickets, emails] = await Promise.all([
       provider.findCharges({}),
@@ -396,9 +311,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
     const records = await snapshotRecords(redisServer.url, storePrefix, true);
 
-    const workerEvents = children
-      .filter((child) => child.name.startsWith("worker-"))
-      .flatMap((child) => child.events.map((event) => ({ child, event })));
+    const workerEvents = fleet.workerEvents();
     const lostKeys = new Set(redisLosses.flatMap((loss) => loss.lostKeys));
     // Every grant of ownership and every accepted owner write, as the workers saw them.
     const grants: { k: string; f: number; at: number }[] = [];
@@ -527,14 +440,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const sent = new Set<string>();
     const refused = new Set<string>();
     const settledOwners = new Set<string>();
-    const FINAL_WRITES = new Set([
-      "complete",
-      "failTerminal",
-      "markUnknown",
-      "release",
-      "resolveApplied",
-      "giveUp",
-    ]);
     for (const { event } of workerEvents) {
       if (event.e === "send") sent.add(`${event.k}#${event.f}`);
       if (event.e === "s" && event.r === "lost") refused.add(`${event.k}#${event.f}`);
