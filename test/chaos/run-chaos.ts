@@ -13,8 +13,9 @@ import { ChaosFleet } from "./chaos-fleet.js";
 import { type ChaosPlan, readProgress } from "./chaos-plan.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
-import { type Fault, type FaultPlan, makeSchedule } from "./fault-schedule.js";
-import { killAndRestartRedis, type RedisKill, type RedisLoss } from "./redis-loss.js";
+import { type ExecutedFault, throwFaults } from "./fault-driver.js";
+import { type FaultPlan, makeSchedule } from "./fault-schedule.js";
+import type { RedisLoss } from "./redis-loss.js";
 import { FINAL_WRITES, GRANTS } from "./reporting-store.js";
 import { snapshotRecords } from "./store-records.js";
 
@@ -30,12 +31,6 @@ export interface ChaosOptions {
   /** How long the drain may take before the run is declared stuck. Default 240 s. */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
-}
-
-export interface ExecutedFault {
-  at: number;
-  kind: Fault["kind"];
-  detail: string;
 }
 
 export interface ChaosReport {
@@ -140,123 +135,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let world: ChaosWorld | undefined;
   try {
     world = await startWorld({ seed, fsync });
-    const theWorld = world;
     const { storePrefix } = world;
     const redisServer = world.redis;
-    const workerProxy = world.workerProxy;
     const payments = world.payments;
     const inspectQueue = world.inspectQueue;
 
     const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport });
-    const { children, slots, orchestrators } = fleet;
-    const freezes = new Map<
-      ChaosChild,
-      { from: number; to: number; inFlight: number; held: Map<string, number> }[]
-    >();
+    const { children, orchestrators } = fleet;
     const t0 = Date.now();
     log(`chaos: ${T.workers} workers and the orchestrator are up; plan written to ${world.planFile}`);
 
-    // ---- faults ----------------------------------------------------------------------------------------
-    const executed: ExecutedFault[] = [];
-    const redisLosses: RedisLoss[] = [];
-    const note = (fault: Fault, detail: string) => {
-      const entry = { at: Date.now() - t0, kind: fault.kind, detail };
-      executed.push(entry);
-      log(`  +${(entry.at / 1000).toFixed(1)}s ${fault.kind}: ${detail}`);
-    };
-    // A worker about to be frozen is not killed meanwhile.
-    const reserved = new Set<ChaosChild>();
-    const pickWorker = (preferred: number): number | undefined => {
-      for (let k = 0; k < T.workers; k++) {
-        const slot = (preferred + k) % T.workers;
-        const child = slots[slot];
-        if (child?.alive && !child.frozen && !reserved.has(child)) return slot;
-      }
-      return undefined;
-    };
-    let redisBusy: Promise<void> = Promise.resolve();
-
-    const killRedis = async (fault: RedisKill) => {
-      const loss = await killAndRestartRedis(theWorld, children, fault, t0);
-      redisLosses.push(loss);
-      note(
-        fault,
-        `${loss.emulatedCrashDroppedMs === undefined ? "SIGKILL" : `SIGKILL + last ${loss.emulatedCrashDroppedMs} ms of AOF dropped (${loss.droppedBytes} bytes)`}, ` +
-          `down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
-          `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
-      );
-    };
-
-    const execute = async (fault: Fault): Promise<void> => {
-      switch (fault.kind) {
-        case "kill-worker": {
-          const slot = pickWorker(fault.worker);
-          const child = slot === undefined ? undefined : slots[slot];
-          if (slot === undefined || !child) return note(fault, "skipped: no running worker");
-          slots[slot] = undefined;
-          await child.kill("SIGKILL");
-          note(fault, `SIGKILL ${child.name} (pid ${child.pid}), restart in ${fault.restartAfterMs} ms`);
-          await sleep(fault.restartAfterMs);
-          slots[slot] = await fleet.startWorker(slot);
-          return;
-        }
-        case "freeze-worker": {
-          const slot = pickWorker(fault.worker);
-          const child = slot === undefined ? undefined : slots[slot];
-          if (!child) return note(fault, "skipped: no running worker");
-          // A freeze is only a test of fencing if the worker holds calls: wait (briefly) for it to hold one.
-          reserved.add(child);
-          for (let waited = 0; waited < 3_000 && fleet.held(child).size === 0; waited += 10) {
-            await sleep(10);
-          }
-          const held = new Map(fleet.held(child));
-          const inFlight = held.size;
-          child.freeze();
-          reserved.delete(child);
-          const from = Date.now();
-          note(
-            fault,
-            `SIGSTOP ${child.name} (pid ${child.pid}) holding ${inFlight} calls, for ${fault.durationMs} ms`,
-          );
-          await sleep(fault.durationMs);
-          child.thaw();
-          const episodes = freezes.get(child) ?? [];
-          episodes.push({ from, to: Date.now(), inFlight, held });
-          freezes.set(child, episodes);
-          return;
-        }
-        case "cut-connections": {
-          const severed = workerProxy.cut();
-          return note(fault, `cut ${severed} worker connections to Redis`);
-        }
-        case "kill-orchestrator": {
-          const killed = fleet.orchestrator;
-          if (!killed.alive || killed.events.some((e) => e.e === "finished")) {
-            return note(fault, "skipped: the orchestrator had finished");
-          }
-          await killed.kill("SIGKILL");
-          const done = readProgress(theWorld.progressFile).size;
-          note(
-            fault,
-            `SIGKILL ${killed.name} (pid ${killed.pid}) with ${done}/${calls} calls settled; restart in ${fault.restartAfterMs} ms`,
-          );
-          await sleep(fault.restartAfterMs);
-          await fleet.startOrchestrator();
-          return;
-        }
-        case "kill-redis": {
-          const run = redisBusy.then(() => killRedis(fault));
-          redisBusy = run.catch(() => {});
-          return run;
-        }
-      }
-    };
-
-    const running = schedule.map(async (fault) => {
-      await sleep(Math.max(0, t0 + fault.at - Date.now()));
-      await execute(fault);
-    });
-    await Promise.all(running);
+    const { executed, redisLosses, freezes } = await throwFaults(schedule, { world, fleet, calls, t0, log });
     writeFileSync(world.faultsOverFile, "");
     log(`chaos: fault phase over after ${((Date.now() - t0) / 1000).toFixed(1)} s; draining`);
 
