@@ -4,7 +4,7 @@
 // the orchestrator drives every call to an end, the queue empties) and the verdict, read from the provider's
 // ledger and from the store.
 
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { deriveKey, jobIdForKey } from "@once/core";
 import { PaymentsClient } from "@once/payments";
 import { ChaosChild } from "./chaos-child.js";
@@ -13,6 +13,7 @@ import { ChaosFleet } from "./chaos-fleet.js";
 import { type ChaosPlan, readProgress } from "./chaos-plan.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
+import { drain } from "./drain.js";
 import { type ExecutedFault, throwFaults } from "./fault-driver.js";
 import { type FaultPlan, makeSchedule } from "./fault-schedule.js";
 import type { RedisLoss } from "./redis-loss.js";
@@ -111,8 +112,6 @@ export interface ChaosReport {
   reopened: string[];
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Runs the chaos suite once and returns what it saw; never throws for a finding, only for a broken harness. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -138,7 +137,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const { storePrefix } = world;
     const redisServer = world.redis;
     const payments = world.payments;
-    const inspectQueue = world.inspectQueue;
 
     const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport });
     const { children, orchestrators } = fleet;
@@ -146,38 +144,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     log(`chaos: ${T.workers} workers and the orchestrator are up; plan written to ${world.planFile}`);
 
     const { executed, redisLosses, freezes } = await throwFaults(schedule, { world, fleet, calls, t0, log });
-    writeFileSync(world.faultsOverFile, "");
     log(`chaos: fault phase over after ${((Date.now() - t0) / 1000).toFixed(1)} s; draining`);
-
-    // ---- drain -----------------------------------------------------------------------------------------
-    const drainDeadline = Date.now() + (options.drainTimeoutMs ?? 240_000);
-    for (;;) {
-      const current = fleet.orchestrator;
-      const finished = await Promise.race([
-        current.exited.then(() => true),
-        sleep(Math.max(0, drainDeadline - Date.now())).then(() => false),
-      ]);
-      if (!finished)
-        throw new Error(`the orchestrator did not finish within the drain timeout\n${current.stderr()}`);
-      if (current === fleet.orchestrator) break;
-    }
-    const finishedEvent = fleet.orchestrator.events.find((e) => e.e === "finished");
-    if (!finishedEvent)
-      throw new Error(`the orchestrator exited without finishing:\n${fleet.orchestrator.stderr()}`);
-    // Nothing may be left for a worker to do: re-enqueued jobs, delayed in-flight waits.
-    let quiet = 0;
-    while (quiet < 3) {
-      if (Date.now() > drainDeadline) throw new Error("the queue did not drain within the drain timeout");
-      const counts = await inspectQueue.getJobCounts(
-        "waiting",
-        "active",
-        "delayed",
-        "prioritized",
-        "waiting-children",
-      );
-      quiet = Object.values(counts).every((n) => n === 0) ? quiet + 1 : 0;
-      await sleep(500);
-    }
+    await drain(world, fleet, options.drainTimeoutMs ?? 240_000);
     const durationMs = Date.now() - t0;
     log(`chaos: drained after ${(durationMs / 1000).toFixed(1)} s`);
     await fleet.stopWorkers();
