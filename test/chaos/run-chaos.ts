@@ -4,21 +4,18 @@
 // the orchestrator drives every call to an end, the queue empties) and the verdict, read from the provider's
 // ledger and from the store.
 
-import { readFileSync } from "node:fs";
 import { deriveKey, jobIdForKey } from "@once/core";
-import { PaymentsClient } from "@once/payments";
 import { ChaosChild } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import { ChaosFleet } from "./chaos-fleet.js";
-import { type ChaosPlan, readProgress } from "./chaos-plan.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
+import { collectEvidence } from "./collect-evidence.js";
 import { drain } from "./drain.js";
 import { type ExecutedFault, throwFaults } from "./fault-driver.js";
 import { type FaultPlan, makeSchedule } from "./fault-schedule.js";
 import type { RedisLoss } from "./redis-loss.js";
-import { FINAL_WRITES, GRANTS } from "./reporting-store.js";
-import { snapshotRecords } from "./store-records.js";
+import { FINAL_WRITES } from "./reporting-store.js";
 
 export interface ChaosOptions {
   seed: number;
@@ -134,10 +131,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let world: ChaosWorld | undefined;
   try {
     world = await startWorld({ seed, fsync });
-    const { storePrefix } = world;
-    const redisServer = world.redis;
-    const payments = world.payments;
-
     const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport });
     const { children, orchestrators } = fleet;
     const t0 = Date.now();
@@ -151,49 +144,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await fleet.stopWorkers();
 
     // ---- verdict ---------------------------------------------------------------------------------------
-    const plan = JSON.parse(readFileSync(world.planFile, "utf8")) as ChaosPlan;
-    const progress = readProgress(world.progressFile);
-    const provider = new PaymentsClient(payments.url);
-    const [charges, tickets, emails] = await Promise.all([
-      provider.findCharges({}),
-      provider.findTickets({}),
-      provider.findEmails({}),
-    ]);
-    type Effect = (typeof charges)[number];
-    const effectsByOrder = new Map<string, Effect[]>();
-    for (const effect of [...charges, ...tickets, ...emails] as Effect[]) {
-      const list = effectsByOrder.get(effect.orderId) ?? [];
-      list.push(effect);
-      effectsByOrder.set(effect.orderId, list);
-    }
-    const records = await snapshotRecords(redisServer.url, storePrefix, true);
-
-    const workerEvents = fleet.workerEvents();
+    const { plan, progress, effects, effectsByOrder, records, workerEvents, grantsByKey, writesOk } =
+      await collectEvidence(world, fleet);
     const lostKeys = new Set(redisLosses.flatMap((loss) => loss.lostKeys));
-    // Every grant of ownership and every accepted owner write, as the workers saw them.
-    const grants: { k: string; f: number; at: number }[] = [];
-    const writesOk: { k: string; f: number; sent: number; op: string; who: string }[] = [];
-    for (const { child, event } of workerEvents) {
-      if (event.e !== "s") continue;
-      const k = String(event.k);
-      if (event.op === "claim" && GRANTS.has(String(event.o)))
-        grants.push({ k, f: Number(event.f), at: event.at });
-      else if (event.op !== "claim" && event.r === "ok") {
-        writesOk.push({
-          k,
-          f: Number(event.f),
-          sent: Number(event.sent),
-          op: String(event.op),
-          who: child.name,
-        });
-      }
-    }
-    const grantsByKey = new Map<string, { f: number; at: number }[]>();
-    for (const grant of grants) {
-      const list = grantsByKey.get(grant.k) ?? [];
-      list.push(grant);
-      grantsByKey.set(grant.k, list);
-    }
 
     let duplicates = 0;
     let windowDuplicates = 0;
@@ -376,7 +329,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let maxCheckToProviderMs = 0;
     const lateRequests: string[] = [];
     const gaps: number[] = [];
-    for (const effect of [...charges, ...tickets, ...emails]) {
+    for (const effect of effects) {
       const checkedAt = Number(effect.metadata.once_checked_at);
       const gap = Date.parse(effect.createdAt) - checkedAt;
       gaps.push(gap);
