@@ -1,5 +1,27 @@
 import { z } from "zod";
 
+/** The timings every run uses. Aggressive on purpose: the dispatcher gives up on a wait after 150 ms. */
+export const CHAOS_TIMING = {
+  workers: 4,
+  workerConcurrency: 8,
+  leaseMs: 1_500,
+  lockDurationMs: 1_500,
+  stalledIntervalMs: 1_000,
+  storeTimeoutMs: 1_000,
+  /** The tools' own deadline on one provider call; past it the outcome is unknown. */
+  providerTimeoutMs: 1_000,
+  dispatchTimeoutMs: 150,
+  dispatchRetries: 1,
+  jobAttempts: 8,
+  jobBackoffMs: 100,
+  orchestratorConcurrency: 64,
+  /** Heavy-tailed: the median answer takes 80 ms, one in a hundred 2 s or more. */
+  latency: { p50Ms: 80, p99Ms: 2_000 },
+  /** A freeze outlasts the lease, BullMQ's lock and two stalled checks, so another worker takes over. */
+  freezeMinMs: 5_000,
+  freezeMaxMs: 7_000,
+} as const;
+
 /** A chaos worker process's settings, as JSON in CHAOS_WORKER_CONFIG. */
 export const chaosWorkerConfig = z.object({
   name: z.string(),

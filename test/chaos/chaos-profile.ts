@@ -1,5 +1,5 @@
 import type { FaultPlan } from "./fault-schedule.js";
-import type { ChaosReport } from "./run-chaos.js";
+import type { ChaosReport } from "./judge-run.js";
 
 export interface ChaosProfile {
   calls: number;

@@ -11,8 +11,9 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { SHORT, SHORT_EVERYSEC, verdict } from "./chaos-profile.js";
 import { describeReport, summaryLine } from "./describe-report.js";
+import type { ChaosReport } from "./judge-run.js";
 import { randomSeed } from "./random.js";
-import { type ChaosReport, runChaos } from "./run-chaos.js";
+import { runChaos } from "./run-chaos.js";
 
 const seed = process.env.CHAOS_SEED === undefined ? randomSeed() : Number(process.env.CHAOS_SEED);
 // One run: ~8 s to start the processes, 40 s of dispatch under faults, the drain, the verdict.

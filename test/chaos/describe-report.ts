@@ -1,4 +1,5 @@
-import { CHAOS_TIMING, type ChaosReport } from "./run-chaos.js";
+import { CHAOS_TIMING } from "./chaos-config.js";
+import type { ChaosReport } from "./judge-run.js";
 
 /** The one line the suite ends with. */
 export function summaryLine(report: ChaosReport): string {

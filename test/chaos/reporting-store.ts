@@ -16,6 +16,19 @@ export type OwnerWrite =
   | "resolveNotApplied"
   | "giveUp";
 
+/** The claim outcomes that make the claimer the key's owner, under a fence of its own. */
+export const GRANTS: ReadonlySet<string> = new Set(["acquired", "takeover", "reconcile"]);
+
+/** The owner writes that end its hold on the key: after one, the owner has nothing left to do there. */
+export const FINAL_WRITES: ReadonlySet<string> = new Set<OwnerWrite>([
+  "complete",
+  "failTerminal",
+  "markUnknown",
+  "release",
+  "resolveApplied",
+  "giveUp",
+]);
+
 function fenceOf(token: string): number {
   return Number(token.slice(0, token.indexOf(".")));
 }

@@ -1,0 +1,99 @@
+// The services one chaos run starts for itself, before any worker or orchestrator: a Redis of its own with
+// the AOF on, a TCP proxy for each side to reach it through, the payments stand-in in a process of its own,
+// and the suite's own connection to look at the queue and the store. `stop()` ends all of them.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Queue } from "bullmq";
+import { Redis } from "ioredis";
+import { type RedisServerHandle, startRedisServer } from "../support/services.js";
+import { AofTail } from "./aof-tail.js";
+import { CHAOS_TIMING } from "./chaos-config.js";
+import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
+import { TcpProxy } from "./tcp-proxy.js";
+
+export interface ChaosWorld {
+  readonly redis: RedisServerHandle;
+  readonly aof: AofTail;
+  /** The workers reach Redis through this one: the faults cut its connections. */
+  readonly workerProxy: TcpProxy;
+  readonly orchestratorProxy: TcpProxy;
+  readonly payments: PaymentsProcess;
+  /** The suite's own connection to Redis, past the proxies. */
+  readonly inspector: Redis;
+  /** The run's queue, seen from the suite: the drain waits for it to empty. */
+  readonly inspectQueue: Queue;
+  /** Key prefix of the store's records. */
+  readonly storePrefix: string;
+  readonly queueName: string;
+  readonly queuePrefix: string;
+  /** The orchestrator's plan, its progress journal, and the file that tells it the faults are over. */
+  readonly planFile: string;
+  readonly progressFile: string;
+  readonly faultsOverFile: string;
+  stop(): Promise<void>;
+}
+
+/** Starts the services of the run of `seed`; if one fails to start, stops those already started. */
+export async function startWorld(options: {
+  seed: number;
+  fsync: "always" | "everysec";
+}): Promise<ChaosWorld> {
+  const { seed, fsync } = options;
+  const dir = mkdtempSync(path.join(os.tmpdir(), "once-chaos-"));
+  const queueName = `chaos-${seed}`;
+  const queuePrefix = "chaos-bull";
+  let redis: RedisServerHandle | undefined;
+  let workerProxy: TcpProxy | undefined;
+  let orchestratorProxy: TcpProxy | undefined;
+  let payments: PaymentsProcess | undefined;
+  let inspector: Redis | undefined;
+  let inspectQueue: Queue | undefined;
+  let aof: AofTail | undefined;
+  const stop = async () => {
+    aof?.stop();
+    await inspectQueue?.close().catch(() => {});
+    inspector?.disconnect();
+    await workerProxy?.close().catch(() => {});
+    await orchestratorProxy?.close().catch(() => {});
+    await payments?.stop().catch(() => {});
+    await redis?.stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    redis = await startRedisServer({
+      appendonly: true,
+      appendfsync: fsync,
+      // One growing AOF file: no rewrite mid-run, so an emulated crash can cut its tail.
+      extraArgs: ["--auto-aof-rewrite-percentage", "0"],
+    });
+    workerProxy = await TcpProxy.start(redis.port);
+    orchestratorProxy = await TcpProxy.start(redis.port);
+    payments = await startPaymentsProcess({ ...CHAOS_TIMING.latency, seed });
+    inspector = new Redis(redis.url, { maxRetriesPerRequest: null });
+    inspector.on("error", () => {});
+    inspectQueue = new Queue(queueName, { connection: inspector, prefix: queuePrefix });
+    inspectQueue.on("error", () => {});
+    aof = new AofTail(redis.dir);
+    return {
+      redis,
+      aof,
+      workerProxy,
+      orchestratorProxy,
+      payments,
+      inspector,
+      inspectQueue,
+      storePrefix: `chaos:${seed}:`,
+      queueName,
+      queuePrefix,
+      planFile: path.join(dir, "plan.json"),
+      progressFile: path.join(dir, "progress.jsonl"),
+      faultsOverFile: path.join(dir, "faults-over"),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

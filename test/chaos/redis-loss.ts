@@ -1,0 +1,128 @@
+// What a Redis kill costs: the suite kills the run's Redis (SIGKILL, or an emulated OS crash that also drops
+// the AOF's last writes), restarts it on its AOF, and before any client is let back in compares what Redis
+// kept with every transition the workers saw it acknowledge before the kill.
+
+import type { ChaosChild } from "./chaos-child.js";
+import type { ChaosWorld } from "./chaos-world.js";
+import type { Fault } from "./fault-schedule.js";
+import { GRANTS } from "./reporting-store.js";
+import { countRecords, type RecordState, snapshotRecords } from "./store-records.js";
+
+/** What one Redis kill cost: acknowledged transitions Redis no longer had after its restart. */
+export interface RedisLoss {
+  at: number;
+  emulatedCrashDroppedMs?: number;
+  downMs: number;
+  recordsBefore: number;
+  recordsAfter: number;
+  /** Keys with an acknowledged transition missing after the restart. */
+  lostKeys: string[];
+  /** Of those, keys whose record was gone entirely. */
+  goneKeys: number;
+  /** Acknowledged transitions compared. */
+  acked: number;
+  /** AOF bytes dropped (emulated crash). */
+  droppedBytes?: number;
+}
+
+export type RedisKill = Extract<Fault, { kind: "kill-redis" }>;
+
+/**
+ * Kills the run's Redis and restarts it: both proxies refuse new connections and cut the open ones, so that
+ * no client writes between the restart and the look at what Redis kept.
+ */
+export async function killAndRestartRedis(
+  world: ChaosWorld,
+  children: readonly ChaosChild[],
+  fault: RedisKill,
+  t0: number,
+): Promise<RedisLoss> {
+  const { redis, storePrefix } = world;
+  const proxies = [world.workerProxy, world.orchestratorProxy];
+  for (const proxy of proxies) proxy.refuse(true);
+  const recordsBefore = await countRecords(world.inspector, storePrefix).catch(() => -1);
+  const killAt = Date.now();
+  await redis.kill("SIGKILL");
+  for (const proxy of proxies) proxy.cut();
+  let droppedBytes: number | undefined;
+  if (fault.dropLastMs !== undefined) {
+    // What an OS crash under `everysec` may lose: the writes of the last second never reached the disk.
+    droppedBytes = world.aof.dropSince(killAt - fault.dropLastMs);
+  }
+  await redis.restart();
+  const downMs = Date.now() - killAt;
+  // Before any client is let back in: what did Redis keep?
+  const snapshot = await snapshotRecords(redis.url, storePrefix);
+  for (const proxy of proxies) proxy.refuse(false);
+  const loss = compareWithAcks(children, snapshot, killAt);
+  return {
+    at: killAt - t0,
+    ...(fault.dropLastMs === undefined ? {} : { emulatedCrashDroppedMs: fault.dropLastMs }),
+    downMs,
+    recordsBefore,
+    recordsAfter: snapshot.size,
+    lostKeys: loss.lostKeys,
+    goneKeys: loss.gone,
+    acked: loss.acked,
+    ...(droppedBytes === undefined ? {} : { droppedBytes }),
+  };
+}
+
+// A record's progress within one fence: a later transition of the same owner has a higher rank.
+function rankOf(state: string | null, phase: string | null): number {
+  if (state === "claimed") return phase === "effect" ? 2 : 1;
+  if (state === "reconciling") return 1;
+  if (state === null) return 0;
+  return 3;
+}
+/** The rank (as `rankOf` gives it) a record holds once Redis acknowledged each owner transition. */
+const ACK_RANK: Record<string, number> = {
+  claim: 1,
+  beginEffect: 2,
+  resolveNotApplied: 2,
+  complete: 3,
+  failTerminal: 3,
+  markUnknown: 3,
+  release: 3,
+  resolveApplied: 3,
+  giveUp: 3,
+};
+
+/** Transitions the workers saw acknowledged before `killAt` that Redis, restarted, no longer holds. */
+function compareWithAcks(
+  children: readonly ChaosChild[],
+  snapshot: Map<string, RecordState>,
+  killAt: number,
+): { lostKeys: string[]; gone: number; acked: number } {
+  const expected = new Map<string, { fence: number; rank: number }>();
+  let acked = 0;
+  for (const child of children) {
+    if (!child.name.startsWith("worker-")) continue;
+    for (const event of child.events) {
+      if (event.e !== "s" || event.at >= killAt) continue;
+      const rank = ACK_RANK[String(event.op)];
+      if (rank === undefined) continue;
+      if (event.op === "claim" ? !GRANTS.has(String(event.o)) : event.r !== "ok") continue;
+      acked += 1;
+      const k = String(event.k);
+      const fence = Number(event.f);
+      const seen = expected.get(k);
+      if (!seen || fence > seen.fence || (fence === seen.fence && rank > seen.rank)) {
+        expected.set(k, { fence, rank });
+      }
+    }
+  }
+  const lostKeys: string[] = [];
+  let gone = 0;
+  for (const [key, want] of expected) {
+    const have = snapshot.get(key);
+    if (!have) {
+      lostKeys.push(key);
+      gone += 1;
+      continue;
+    }
+    const rank = rankOf(have.state, have.phase);
+    if (have.fence < want.fence || (have.fence === want.fence && rank < want.rank)) lostKeys.push(key);
+  }
+  return { lostKeys, gone, acked };
+}
