@@ -172,6 +172,9 @@ beforeAll(async () => {
         type: "module",
         dependencies,
         devDependencies: { "@types/node": typesNode },
+        // The tarballs stand in for the registry: @once/redis's "@once/core": "^0.1.0" resolves to the
+        // packed @once/core, and npm asks the registry for no @once package (it would, and wait on it).
+        overrides: Object.fromEntries(packed.map(({ manifest }) => [manifest.name, `$${manifest.name}`])),
       },
       null,
       2,
