@@ -2,6 +2,6 @@ import { packageTestConfig } from "../vitest.shared.ts";
 
 export default packageTestConfig({
   globalSetup: ["./support/global-setup.ts"],
-  include: ["scenarios/**/*.test.ts", "chaos/**/*.test.ts"],
+  include: ["scenarios/**/*.test.ts", "chaos/**/*.test.ts", "install/**/*.test.ts"],
   testTimeout: 60_000,
 });

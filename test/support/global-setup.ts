@@ -11,7 +11,6 @@
 // 4. Reaps clusters and servers left behind by an earlier vitest process that was killed before its teardown
 //    (their temp dirs record the owner pid; only dirs whose owner is gone are touched).
 
-import { spawn } from "node:child_process";
 import {
   existsSync,
   mkdtempSync,
@@ -25,6 +24,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
+import { runCommand } from "./run-command.js";
 import {
   pingRedis,
   REGISTRY_ENV,
@@ -84,29 +84,15 @@ async function assertRedisAnswers(url: string): Promise<void> {
   );
 }
 
-function runClusterScript(action: "start" | "stop", dir: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [clusterScript, action, "--dir", dir], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString("utf8");
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8");
-    });
-    child.on("error", reject);
-    child.on("close", (code) => {
-      if (verbose && stderr.trim()) process.stderr.write(stderr);
-      if (code === 0) resolve(stdout);
-      else
-        reject(
-          new Error(`node scripts/redis-cluster.mjs ${action} failed (exit ${code}):\n${stderr.trim()}`),
-        );
-    });
+async function runClusterScript(action: "start" | "stop", dir: string): Promise<string> {
+  const run = await runCommand(process.execPath, [clusterScript, action, "--dir", dir], {
+    cwd: process.cwd(),
   });
+  if (verbose && run.stderr.trim()) process.stderr.write(run.stderr);
+  if (run.code === 0) return run.stdout;
+  throw new Error(
+    `node scripts/redis-cluster.mjs ${action} failed (exit ${run.code}):\n${run.stderr.trim()}`,
+  );
 }
 
 const OWNER_FILE = "owner.json";

@@ -1,12 +1,22 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Dispatcher, fetchWithKey, OnceWorker } from "@once/bullmq";
 import { defineTool } from "@once/core";
-import { startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { z } from "zod";
 
-const payments = await startPaymentsServer({ latency: { fixedMs: 300 } }); // answers after our 100 ms timeout
+// A payments provider that honours no idempotency key, counts charges, and answers after our 100 ms timeout.
+let charges = 0;
+const provider = createServer((req, res) => {
+  const id = `ch_${++charges}`;
+  req.resume();
+  setTimeout(() => res.end(JSON.stringify({ id })), 300);
+});
+await new Promise<void>((resolve) => provider.listen(0, "127.0.0.1", resolve));
+const providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
+
 const chargeCustomer = defineTool({
   name: "charge_customer",
   kind: "effect", // "read" and "write" tools skip the store
@@ -14,7 +24,7 @@ const chargeCustomer = defineTool({
   output: z.object({ chargeId: z.string() }),
   run: async (input, ctx) => {
     const body = JSON.stringify({ ...input, currency: "eur", metadata: { once_key: ctx.key } });
-    const res = await fetchWithKey(ctx)(`${payments.url}/charges`, { method: "POST", body });
+    const res = await fetchWithKey(ctx)(`${providerUrl}/charges`, { method: "POST", body });
     return { chargeId: ((await res.json()) as { id: string }).id };
   },
 });
@@ -39,11 +49,12 @@ const dispatcher = await Dispatcher.create({
 const call = { taskId: "task-7", stepId: "charge" }; // the orchestrator's own ids, stable across retries
 const first = await dispatcher.call(chargeCustomer, { orderId: "order_42", amount: 1999 }, call);
 const again = await dispatcher.call(chargeCustomer, { orderId: "order_42", amount: 1999 }, call);
-console.log(first, again, `charges at the provider: ${payments.ledger().charges.total}`);
+console.log(first, again, `charges at the provider: ${charges}`);
 
 await dispatcher.close();
 await worker.close();
 await queue.obliterate({ force: true });
 await queue.close();
 redis.disconnect();
-await payments.close();
+provider.closeAllConnections();
+provider.close();

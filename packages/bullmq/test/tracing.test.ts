@@ -15,11 +15,11 @@ import {
   PeriodicExportingMetricReader,
 } from "@opentelemetry/sdk-metrics";
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
-} from "@opentelemetry/sdk-trace-base";
+  TracerProvider,
+} from "@opentelemetry/sdk-trace";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CALL_VERSION, Dispatcher, type DispatcherOptions } from "../src/index.js";
@@ -31,7 +31,9 @@ const metricReader = new PeriodicExportingMetricReader({
   exporter: metricExporter,
   exportIntervalMillis: 3_600_000,
 });
-trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
+trace.setGlobalTracerProvider(
+  new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }),
+);
 metrics.setGlobalMeterProvider(new MeterProvider({ readers: [metricReader] }));
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 
