@@ -28,6 +28,9 @@ export const ONCE_ERROR_CODES = [
   // @once/redis
   "ONCE_REDIS_CONFIG",
   "ONCE_REDIS_SCRIPT",
+  // @once/ai
+  "ONCE_RECORDED_TURN_MISMATCH",
+  "ONCE_UNRECORDED_TOOL_CALL",
 ] as const;
 
 export type OnceErrorCode = (typeof ONCE_ERROR_CODES)[number];
@@ -162,10 +165,12 @@ export class IdempotencyConflictError extends OnceError {
     readonly key: string,
     readonly tool: string,
     readonly storedTool: string,
+    /** The step in the caller's words (e.g. "turn 3 of task order-42"), to lead the message. */
+    readonly step?: string,
   ) {
     super(
       "ONCE_CONFLICT",
-      `key ${key} already belongs to a different ${storedTool === tool ? `${tool} call (other input)` : `tool (${storedTool})`}`,
+      `${step === undefined ? "" : `${step}: `}key ${key} already belongs to a different ${storedTool === tool ? `${tool} call (other input)` : `tool (${storedTool})`}`,
     );
   }
 }

@@ -1,0 +1,167 @@
+import {
+  IdempotencyConflictError,
+  InvalidKeyPartError,
+  InvalidToolError,
+  ResultTooLargeError,
+} from "@once/core";
+import { type PaymentsServer, startPaymentsServer } from "@once/payments";
+import { RedisStore } from "@once/redis";
+import { generateText, stepCountIs, streamText, tool } from "ai";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
+import { onceTask, RecordedTurnMismatchError } from "../src/index.js";
+import { agentTools } from "./agent-tools.js";
+import { orderAgentModel } from "./order-agent-model.js";
+
+let redis: Redis;
+let store: RedisStore;
+let payments: PaymentsServer;
+const prefix = randomPrefix("ai");
+
+beforeAll(async () => {
+  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+  store = await RedisStore.create({ redis, prefix });
+  payments = await startPaymentsServer({ latency: { fixedMs: 5 } });
+});
+
+afterAll(async () => {
+  await payments.close();
+  await cleanupPrefix(redis, prefix);
+  redis.disconnect();
+});
+
+let serial = 0;
+const newOrder = () => `order-${process.pid}-${++serial}`;
+const PROMPT = "Settle the order: read it, charge it, email the receipt, mark it paid.";
+
+/** One run of the agent loop as a user writes it, through the task's model and tools. */
+async function runAgent(taskId: string, orderId: string, tools = agentTools(payments.url), system?: string) {
+  const agent = orderAgentModel(orderId);
+  const task = onceTask({ taskId, store, tools: tools.all });
+  const result = await generateText({
+    model: task.model(agent.model),
+    tools: task.tools,
+    stopWhen: stepCountIs(10),
+    ...(system === undefined ? {} : { system }),
+    prompt: PROMPT,
+  });
+  return { result, modelCalls: agent.calls(), tools };
+}
+
+const ledger = (orderId: string) => ({
+  charges: payments.ledger().charges.byOrder[orderId] ?? 0,
+  emails: payments.ledger().emails.byOrder[orderId] ?? 0,
+});
+
+describe("onceTask with generateText", () => {
+  it("runs the loop: 4 turns, one charge and one email", async () => {
+    const orderId = newOrder();
+    const { result, modelCalls, tools } = await runAgent(`task-${orderId}`, orderId);
+    expect(result.steps).toHaveLength(4);
+    expect(result.text).toBe(`order ${orderId} is paid`);
+    expect(modelCalls).toBe(4);
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+    expect(tools.statuses.get(orderId)).toBe("paid");
+  });
+
+  it("a resumed task replays every recorded turn: no model call, no effect, the same transcript", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    const first = await runAgent(taskId, orderId);
+    const again = await runAgent(taskId, orderId);
+    expect(again.modelCalls).toBe(0);
+    expect(again.result.response.messages).toEqual(first.result.response.messages);
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+
+  it("two runs of one task at once: one model call per turn, one effect per call", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    const [a, b] = await Promise.all([runAgent(taskId, orderId), runAgent(taskId, orderId)]);
+    expect(a.modelCalls + b.modelCalls).toBe(4);
+    expect(a.result.response.messages).toEqual(b.result.response.messages);
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+
+  it("a resumed task whose code sends another prompt for a recorded turn: IdempotencyConflictError naming the turn", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    await runAgent(taskId, orderId, agentTools(payments.url), "You are a careful agent.");
+    const changed = runAgent(taskId, orderId, agentTools(payments.url), "You are a hasty agent.");
+    await expect(changed).rejects.toThrow(IdempotencyConflictError);
+    await expect(changed).rejects.toThrow(/^turn 0 of task "task-order-/);
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+});
+
+describe("onceTask with streamText", () => {
+  it("records each streamed turn before its tool calls run, and re-emits it on resume", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    const run = async () => {
+      const agent = orderAgentModel(orderId);
+      const task = onceTask({ taskId, store, tools: agentTools(payments.url).all });
+      const result = streamText({
+        model: task.model(agent.model),
+        tools: task.tools,
+        stopWhen: stepCountIs(10),
+        prompt: PROMPT,
+      });
+      return { text: await result.text, steps: (await result.steps).length, modelCalls: agent.calls() };
+    };
+    const first = await run();
+    const again = await run();
+    expect(first).toMatchObject({ text: `order ${orderId} is paid`, steps: 4, modelCalls: 4 });
+    expect(again).toMatchObject({ text: first.text, steps: 4, modelCalls: 0 });
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+});
+
+describe("bad input: a named error, nothing dispatched", () => {
+  it("an AI SDK tool without a once definition", () => {
+    const plain = tool({ inputSchema: z.object({}), execute: async () => ({}) });
+    expect(() => onceTask({ taskId: "t", store, tools: [plain as never] })).toThrow(InvalidToolError);
+    expect(() => onceTask({ taskId: "t", store, tools: [plain as never] })).toThrow(
+      /declare it with defineTool and a kind/,
+    );
+  });
+
+  it("a taskId with a control character", () => {
+    expect(() => onceTask({ taskId: "t\u0007", store, tools: [] })).toThrow(InvalidKeyPartError);
+  });
+
+  it("a resumed task without a tool a recorded turn called", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    await runAgent(taskId, orderId);
+    const tools = agentTools(payments.url);
+    const without = { ...tools, all: tools.all.filter((t) => t.name !== "send_email") };
+    const resumed = runAgent(taskId, orderId, without);
+    await expect(resumed).rejects.toThrow(RecordedTurnMismatchError);
+    await expect(resumed).rejects.toThrow(
+      /turn 1 of task .* called send_email, which is not among the tools given/,
+    );
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+
+  it("a model response larger than the store's limit: refused, not truncated", async () => {
+    const orderId = newOrder();
+    const agent = orderAgentModel(orderId);
+    const task = onceTask({
+      taskId: `task-${orderId}`,
+      store,
+      tools: agentTools(payments.url).all,
+      maxResultBytes: 200,
+    });
+    const run = generateText({
+      model: task.model(agent.model),
+      tools: task.tools,
+      prompt: PROMPT,
+      maxRetries: 0,
+    });
+    await expect(run).rejects.toThrow(ResultTooLargeError);
+    expect(ledger(orderId)).toEqual({ charges: 0, emails: 0 });
+  });
+});
