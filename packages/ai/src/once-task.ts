@@ -39,6 +39,8 @@ export interface OnceTaskOptions {
   dispatcher?: Dispatcher;
   /** Lease of a model turn's owner: how long a crashed model call holds its turn before it is asked again. Default 30 s. */
   turnLeaseMs?: number;
+  /** Lease of a tool call's owner, unless the tool sets its own. Default 30 s. */
+  leaseMs?: number;
   /** Largest model response or tool result stored, in bytes of JSON. Default 1 MiB: a larger one is refused, never truncated. */
   maxResultBytes?: number;
 }
@@ -101,7 +103,13 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
     attempts: 1,
     ...maxResultBytes,
   });
-  const calls = new InProcess({ store: options.store, tools: journaled, namespace, ...maxResultBytes });
+  const calls = new InProcess({
+    store: options.store,
+    tools: journaled,
+    namespace,
+    ...maxResultBytes,
+    ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+  });
 
   let nextTurn = 0;
   /** Which turn made each tool call, from the recorded turns (fresh or replayed). */

@@ -5,7 +5,13 @@ import { defineTool, type EffectContext } from "@once/core";
 import { PaymentsClient } from "@once/payments";
 import { z } from "zod";
 
-export function agentTools(paymentsUrl: string, hooks: { afterCharge?: () => Promise<void> | void } = {}) {
+/** Where a test can stop a tool: right after the provider charged, or right before the email is sent. */
+export interface AgentToolHooks {
+  afterCharge?: () => Promise<void> | void;
+  beforeEmail?: () => Promise<void> | void;
+}
+
+export function agentTools(paymentsUrl: string, hooks: AgentToolHooks = {}) {
   const payments = new PaymentsClient(paymentsUrl);
   const statuses = new Map<string, string>();
   const metadata = (ctx: EffectContext) => ({ once_key: ctx.key });
@@ -51,6 +57,7 @@ export function agentTools(paymentsUrl: string, hooks: { afterCharge?: () => Pro
     input: z.object({ orderId: z.string(), template: z.string() }),
     output: z.object({ emailId: z.string() }),
     run: async (input, ctx) => {
+      await hooks.beforeEmail?.();
       await ctx.assertLease();
       const email = await payments.sendEmail(
         {

@@ -54,10 +54,19 @@ function respond(call: Call, orderId: string): Result {
   } as Result;
 }
 
-export function orderAgentModel(
-  orderId: string,
-  options: { latencyMs?: () => number } = {},
-): OrderAgentModel {
+export interface OrderAgentModelOptions {
+  latencyMs?: () => number;
+  /** Called as each call is answered, with the turn it answers. */
+  answering?: (turn: number) => Promise<void> | void;
+}
+
+/** Which turn of the order agent a prompt asks for: 0 read, 1 charge and email, 2 set status, 3 answer. */
+export function turnOf(call: Call): number {
+  const results = call.prompt.flatMap((m) => (m.role === "tool" ? m.content : [])).length;
+  return [0, 1, 1, 2, 3][results] ?? 3;
+}
+
+export function orderAgentModel(orderId: string, options: OrderAgentModelOptions = {}): OrderAgentModel {
   let answered = 0;
   const wait = async () => {
     const ms = options.latencyMs?.() ?? 0;
@@ -68,11 +77,13 @@ export function orderAgentModel(
     modelId: "order-agent",
     doGenerate: async (call) => {
       await wait();
+      await options.answering?.(turnOf(call));
       answered++;
       return respond(call, orderId);
     },
     doStream: async (call) => {
       await wait();
+      await options.answering?.(turnOf(call));
       answered++;
       const { content, finishReason, usage: used } = respond(call, orderId);
       const parts: unknown[] = [

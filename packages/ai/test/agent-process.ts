@@ -1,0 +1,89 @@
+// The order agent's orchestrator in a process of its own, for the crash scenarios: `node --import tsx
+// agent-process.ts` with its settings as JSON in ONCE_AGENT_CONFIG. It runs the AI SDK's generateText loop
+// through onceTask, prints one JSON line per event ({"event":"model-call","turn":1}, {"event":"done",…}), and
+// SIGKILLs itself at the point it was told to — a real crash, mid-flight, with nothing cleaned up.
+
+import { RedisStore } from "@once/redis";
+import { generateText, stepCountIs } from "ai";
+import { Redis } from "ioredis";
+import { onceTask } from "../src/index.js";
+import { agentTools } from "./agent-tools.js";
+import { orderAgentModel } from "./order-agent-model.js";
+
+/** Where the process kills itself: inside turn 1's model call, after the charge, between the turn's two calls, after the last turn. */
+export type KillPoint = "model-call" | "tool-call" | "between-tool-calls" | "after-last-turn";
+
+export interface AgentProcessConfig {
+  redisUrl: string;
+  prefix: string;
+  paymentsUrl: string;
+  taskId: string;
+  orderId: string;
+  prompt: string;
+  leaseMs: number;
+  killAt?: KillPoint;
+}
+
+const config = JSON.parse(process.env.ONCE_AGENT_CONFIG ?? "null") as AgentProcessConfig;
+const emit = (event: string, fields: Record<string, unknown> = {}) =>
+  process.stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
+const die = (point: KillPoint) => {
+  emit("killed", { point });
+  process.kill(process.pid, "SIGKILL");
+  return new Promise<never>(() => {});
+};
+
+const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+const store = await RedisStore.create({ redis, prefix: config.prefix });
+let chargeStored: () => void = () => {};
+const charged = new Promise<void>((resolve) => {
+  chargeStored = resolve;
+});
+const tools = agentTools(config.paymentsUrl, {
+  afterCharge: () => {
+    emit("charged");
+    if (config.killAt === "tool-call") return die("tool-call");
+  },
+  beforeEmail: async () => {
+    if (config.killAt !== "between-tool-calls") return;
+    await charged; // the charge is stored: the turn's first call is over, its second not begun
+    return die("between-tool-calls");
+  },
+});
+const model = orderAgentModel(config.orderId, {
+  answering: (turn) => {
+    emit("model-call", { turn });
+    if (config.killAt === "model-call" && turn === 1) return die("model-call");
+  },
+});
+const task = onceTask({
+  taskId: config.taskId,
+  store,
+  tools: tools.all,
+  leaseMs: config.leaseMs,
+  turnLeaseMs: config.leaseMs,
+});
+const chargeTool = task.tools.charge_customer;
+if (chargeTool?.execute) {
+  const execute = chargeTool.execute;
+  chargeTool.execute = async (...args) => {
+    const result = await execute(...args);
+    chargeStored();
+    return result;
+  };
+}
+const result = await generateText({
+  model: task.model(model.model),
+  tools: task.tools,
+  stopWhen: stepCountIs(10),
+  prompt: config.prompt,
+});
+if (config.killAt === "after-last-turn") await die("after-last-turn");
+emit("done", {
+  text: result.text,
+  steps: result.steps.map((step) =>
+    step.toolCalls.map((call) => ({ tool: call.toolName, input: call.input })),
+  ),
+  outputs: result.steps.map((step) => step.toolResults.map((r) => ({ tool: r.toolName, output: r.output }))),
+});
+redis.disconnect();
