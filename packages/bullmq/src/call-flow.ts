@@ -37,7 +37,7 @@ import {
   EVENT_TAKEOVER,
 } from "./attributes.js";
 import { Lease } from "./lease.js";
-import { parseTraceparent, type Telemetry, traceCarrier } from "./telemetry.js";
+import { parseTraceparent, type Telemetry, traceparentOf } from "./telemetry.js";
 import type { CallOutcome } from "./wire.js";
 
 /** Largest result stored, in bytes of JSON, unless the worker sets its own. */
@@ -148,7 +148,7 @@ export class CallFlow {
         leaseMs: this.#leaseFor(tool),
         // The record keeps this attempt's span, so later replays can link to the attempt that executed. Without
         // a tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record.
-        trace: traceCarrier(span.spanContext())?.traceparent,
+        trace: traceparentOf(span.spanContext()),
       });
       this.#telemetry.claimDuration.record(performance.now() - claimSentAt, { [ATTR_ONCE_TOOL]: tool.name });
       this.#trace(attempt, claim);

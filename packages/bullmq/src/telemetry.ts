@@ -6,6 +6,7 @@ import {
   context,
   type Histogram,
   metrics,
+  propagation,
   ROOT_CONTEXT,
   type Span,
   type SpanContext,
@@ -159,30 +160,35 @@ export function producerAttributes(queue: string): Attributes {
   };
 }
 
+/**
+ * The trace context of the active span, for the job data, written by the app's configured propagators (W3C
+ * trace context and baggage with the SDK's defaults). Without a registered propagator nothing travels.
+ */
+export function currentTraceCarrier(): Record<string, string> | undefined {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return Object.keys(carrier).length > 0 ? carrier : undefined;
+}
+
+/** The context to parent a consumer span on: the producer's, read from the job data by the same propagators. */
+export function contextFromCarrier(carrier: unknown): Context {
+  if (typeof carrier !== "object" || carrier === null) return ROOT_CONTEXT;
+  return propagation.extract(ROOT_CONTEXT, carrier as Record<string, string>);
+}
+
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /**
- * The W3C trace context of the active span, for the job data. Written directly rather than through
- * the global propagator, so it travels even when the app configured another propagation format.
+ * The W3C traceparent of a span, as a record keeps it: the link from a replay to the attempt that executed. A
+ * stored identifier, not propagation (nothing is parented on it), so it is written the same whatever the app's
+ * propagators are. Undefined for a span without a valid context (no tracing SDK).
  */
-export function currentTraceCarrier(): Record<string, string> | undefined {
-  const span = trace.getSpan(context.active());
-  return span ? traceCarrier(span.spanContext()) : undefined;
-}
-
-export function traceCarrier(sc: SpanContext): Record<string, string> | undefined {
+export function traceparentOf(sc: SpanContext): string | undefined {
   if (!trace.isSpanContextValid(sc)) return undefined;
-  const carrier: Record<string, string> = { traceparent: traceparentOf(sc) };
-  const state = sc.traceState?.serialize();
-  if (state) carrier.tracestate = state;
-  return carrier;
-}
-
-export function traceparentOf(sc: SpanContext): string {
   return `00-${sc.traceId}-${sc.spanId}-${sc.traceFlags.toString(16).padStart(2, "0")}`;
 }
 
-/** The span context a traceparent names, or undefined for anything malformed. */
+/** The span context a stored traceparent names, or undefined for anything malformed. */
 export function parseTraceparent(value: unknown): SpanContext | undefined {
   if (typeof value !== "string") return undefined;
   const match = TRACEPARENT.exec(value);
@@ -194,13 +200,6 @@ export function parseTraceparent(value: unknown): SpanContext | undefined {
     isRemote: true,
   };
   return trace.isSpanContextValid(sc) ? sc : undefined;
-}
-
-/** The context to parent a consumer span on: the producer's, carried in the job data. */
-export function contextFromCarrier(carrier: unknown): Context {
-  const traceparent = (carrier as { traceparent?: unknown } | undefined)?.traceparent;
-  const sc = parseTraceparent(traceparent);
-  return sc ? trace.setSpanContext(ROOT_CONTEXT, sc) : ROOT_CONTEXT;
 }
 
 /** once's own error name where there is one (also inside BullMQ's `UnrecoverableError`), else the class name. */

@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import {
   type AnyTool,
   DispatchTimeoutError,
@@ -6,8 +7,9 @@ import {
   IdempotencyConflictError,
   jobIdForKey,
 } from "@once/core";
-import { context, metrics, type SpanContext, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, metrics, propagation, type SpanContext, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
 import {
   AggregationTemporality,
   InMemoryMetricExporter,
@@ -36,6 +38,10 @@ trace.setGlobalTracerProvider(
 );
 metrics.setGlobalMeterProvider(new MeterProvider({ readers: [metricReader] }));
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+// What the SDK registers by default: the trace context and baggage travel in the job data through these.
+propagation.setGlobalPropagator(
+  new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
+);
 
 const SECRET = "sk_live_TOPSECRET_4242";
 
@@ -147,6 +153,29 @@ async function addRaw(taskId: string, stepId: string, input: unknown) {
 }
 
 describe("tracing", () => {
+  it("the job carries what the app's propagators write, baggage included, and spans name this package's version", async () => {
+    let seen: string | undefined;
+    onRun = async () => {
+      seen = propagation.getBaggage(context.active())?.getEntry("tenant")?.value;
+    };
+    const d = await dispatcher();
+    const withBaggage = propagation.setBaggage(
+      context.active(),
+      propagation.createBaggage({ tenant: { value: "acme" } }),
+    );
+    await context.with(withBaggage, () =>
+      d.call(charge, { orderId: "o-bag", amount: 1 }, { taskId: "t-bag", stepId: "s1" }),
+    );
+    await d.close();
+    await settled();
+    expect(seen).toBe("acme");
+    const job = await queue.getJob(jobIdForKey(deriveKey({ taskId: "t-bag", stepId: "s1" })));
+    expect(Object.keys(job?.data.trace ?? {}).sort()).toEqual(["baggage", "traceparent"]);
+    const version = (createRequire(import.meta.url)("../package.json") as { version: string }).version;
+    const [process] = named("process q");
+    expect(process?.instrumentationScope).toMatchObject({ name: "@once/bullmq", version });
+  });
+
   it("a first run: call → send → process → effect, one trace, every attribute", async () => {
     const d = await dispatcher();
     const answer = await d.call(charge, { orderId: "o1", amount: 100 }, { taskId: "t1", stepId: "s1" });
