@@ -39,7 +39,7 @@ export const doctorCommand: Command = {
     "It also says whether RedisStore.create would accept this Redis. --prefix is accepted and unused.",
   examples: ["once doctor", "once doctor --cluster 10.0.0.5:7000,10.0.0.6:7000 --json"],
   async run({ io, options }) {
-    const target = redisTarget(options, io.env, "doctor");
+    const target = redisTarget(options, io.env);
     return withRedis(target, async (redis) => {
       const findings = await diagnose(redis, target);
       const startup = await startupCheck(redis);
