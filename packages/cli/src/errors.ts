@@ -3,13 +3,9 @@
  * `once` prints it and exits 2 without touching Redis.
  */
 export class UsageError extends Error {
-  /** The command whose usage to point at, if any. */
-  readonly command: string | undefined;
-
-  constructor(message: string, options?: { command?: string; cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
-    this.command = options?.command;
   }
 }
 

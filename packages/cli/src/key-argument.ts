@@ -16,36 +16,32 @@ export function keyArgument(
   positionals: readonly string[],
   options: ParsedOptions,
   prefix: string,
-  command: string,
 ): KeyArgument {
   const taskId = options.string("task");
   const stepId = options.string("step");
   const namespace = options.string("namespace");
   const derive = taskId !== undefined || stepId !== undefined || namespace !== undefined;
   if (positionals.length > 1) {
-    throw new UsageError(`expected one key, got ${positionals.length}: ${positionals.join(" ")}`, {
-      command,
-    });
+    throw new UsageError(`expected one key, got ${positionals.length}: ${positionals.join(" ")}`);
   }
   const [given] = positionals;
   if (given !== undefined && derive) {
-    throw new UsageError("give a key or --task/--step, not both", { command });
+    throw new UsageError("give a key or --task/--step, not both");
   }
   if (derive) {
     if (taskId === undefined || stepId === undefined) {
-      throw new UsageError("--task and --step go together: the key is derived from both", { command });
+      throw new UsageError("--task and --step go together: the key is derived from both");
     }
     const parts = { namespace: namespace ?? "default", taskId, stepId };
     try {
       return { key: deriveKey(parts), derivedFrom: parts };
     } catch (error) {
-      if (error instanceof InvalidKeyPartError)
-        throw new UsageError(error.message, { command, cause: error });
+      if (error instanceof InvalidKeyPartError) throw new UsageError(error.message, { cause: error });
       throw error;
     }
   }
   if (given === undefined) {
-    throw new UsageError("which record? give its key, or --task <taskId> --step <stepId>", { command });
+    throw new UsageError("which record? give its key, or --task <taskId> --step <stepId>");
   }
   const text = given.trim();
   const candidate = text.startsWith(prefix) ? text.slice(prefix.length) : text;
@@ -53,7 +49,6 @@ export function keyArgument(
   if (!isKey(key)) {
     throw new UsageError(
       `${JSON.stringify(given)} is not a key: expected 64 hex characters, a job id once-<key>, or ${prefix}<key>`,
-      { command },
     );
   }
   return { key };

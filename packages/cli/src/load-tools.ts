@@ -24,9 +24,9 @@ const KINDS: readonly ToolKind[] = ["read", "write", "effect"];
  * is listed once. A path that does not exist, or a module without tools, is bad usage; a module that
  * throws while loading is a CommandFailedError.
  */
-export async function loadTools(modulePath: string, cwd: string, command: string): Promise<LoadedTools> {
+export async function loadTools(modulePath: string, cwd: string): Promise<LoadedTools> {
   const file = path.resolve(cwd, modulePath);
-  if (!existsSync(file)) throw new UsageError(`--tools ${modulePath}: no such file (${file})`, { command });
+  if (!existsSync(file)) throw new UsageError(`--tools ${modulePath}: no such file (${file})`);
   let namespace: Record<string, unknown>;
   try {
     namespace = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
@@ -63,7 +63,6 @@ export async function loadTools(modulePath: string, cwd: string, command: string
     throw new UsageError(
       `--tools ${modulePath}: no once tools exported (exports: ${names.length === 0 ? "none" : names.join(", ")}); ` +
         "export each tool from defineTool, or an array of them",
-      { command },
     );
   }
   return { file, tools: [...found.values()] };

@@ -20,24 +20,23 @@ const CONNECT_TIMEOUT_MS = 5_000;
  * Where to connect: `--redis-url` or `--cluster` if given (not both), else REDIS_CLUSTER_NODES or REDIS_URL
  * (not both), else redis://127.0.0.1:6379.
  */
-export function redisTarget(options: ParsedOptions, env: NodeJS.ProcessEnv, command: string): RedisTarget {
+export function redisTarget(options: ParsedOptions, env: NodeJS.ProcessEnv): RedisTarget {
   const url = options.string("redis-url");
   const cluster = options.string("cluster");
   if (url !== undefined && cluster !== undefined) {
-    throw new UsageError("give --redis-url or --cluster, not both", { command });
+    throw new UsageError("give --redis-url or --cluster, not both");
   }
-  if (url !== undefined) return standalone(url, "--redis-url", command);
-  if (cluster !== undefined) return clusterOf(cluster, "--cluster", command);
+  if (url !== undefined) return standalone(url, "--redis-url");
+  if (cluster !== undefined) return clusterOf(cluster, "--cluster");
   const envUrl = nonEmpty(env.REDIS_URL);
   const envNodes = nonEmpty(env.REDIS_CLUSTER_NODES);
   if (envUrl !== undefined && envNodes !== undefined) {
     throw new UsageError(
       "both REDIS_URL and REDIS_CLUSTER_NODES are set: choose one with --redis-url <url> or --cluster <host:port,…>",
-      { command },
     );
   }
-  if (envNodes !== undefined) return clusterOf(envNodes, "REDIS_CLUSTER_NODES", command);
-  return standalone(envUrl ?? DEFAULT_URL, "REDIS_URL", command);
+  if (envNodes !== undefined) return clusterOf(envNodes, "REDIS_CLUSTER_NODES");
+  return standalone(envUrl ?? DEFAULT_URL, "REDIS_URL");
 }
 
 /** The store's key prefix: --prefix, default "once:". */
@@ -91,7 +90,7 @@ export async function withRedis<T>(
  * Refuses a plain client pointed at one node of a Redis Cluster: it would see (and SCAN) that node's keys
  * only, and hit MOVED for the rest.
  */
-export async function assertNotClusterNode(client: Redis | Cluster, target: RedisTarget, command: string) {
+export async function assertNotClusterNode(client: Redis | Cluster, target: RedisTarget) {
   if (client.isCluster || target.cluster) return;
   const info = await (client as Redis).info("cluster").catch(() => "");
   if (/^cluster_enabled:1\s*$/m.test(info)) {
@@ -99,7 +98,6 @@ export async function assertNotClusterNode(client: Redis | Cluster, target: Redi
     throw new UsageError(
       `${target.label} is a node of a Redis Cluster: pass --cluster ${host ?? "127.0.0.1"}:${port ?? 6379} ` +
         "(or set REDIS_CLUSTER_NODES) so that every master is read",
-      { command },
     );
   }
 }
@@ -132,24 +130,22 @@ async function connect(client: Redis | Cluster): Promise<void> {
   }
 }
 
-function standalone(url: string, source: string, command: string): RedisTarget {
+function standalone(url: string, source: string): RedisTarget {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new UsageError(`${source} ${JSON.stringify(url)} is not a URL: use redis://host:port`, { command });
+    throw new UsageError(`${source} ${JSON.stringify(url)} is not a URL: use redis://host:port`);
   }
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-    throw new UsageError(`${source} ${JSON.stringify(url)} must start with redis:// or rediss://`, {
-      command,
-    });
+    throw new UsageError(`${source} ${JSON.stringify(url)} must start with redis:// or rediss://`);
   }
   // Never echo a password into a terminal or a CI log.
   if (parsed.password !== "") parsed.password = "***";
   return { cluster: false, url, label: parsed.toString() };
 }
 
-function clusterOf(value: string, source: string, command: string): RedisTarget {
+function clusterOf(value: string, source: string): RedisTarget {
   const nodes: NodeAddress[] = [];
   for (const raw of value.split(",")) {
     const entry = raw.trim();
@@ -160,12 +156,11 @@ function clusterOf(value: string, source: string, command: string): RedisTarget 
     if (colon <= 0 || host === "" || !Number.isInteger(port) || port <= 0 || port > 65535) {
       throw new UsageError(
         `${source}: ${JSON.stringify(entry)} is not host:port (expected e.g. 127.0.0.1:7000,127.0.0.1:7001)`,
-        { command },
       );
     }
     nodes.push({ host, port });
   }
-  if (nodes.length === 0) throw new UsageError(`${source} lists no host:port`, { command });
+  if (nodes.length === 0) throw new UsageError(`${source} lists no host:port`);
   return { cluster: true, nodes, label: `cluster ${nodes.map((n) => `${n.host}:${n.port}`).join(",")}` };
 }
 

@@ -1,6 +1,6 @@
 // doctor against throwaway redis-server processes this file owns, set up well and badly.
 
-import { RedisStore, SCRIPT_VERSION } from "@once/redis";
+import { diagnoseRedis, RedisStore, SCRIPT_VERSION } from "@once/redis";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -139,6 +139,27 @@ describe("doctor", () => {
       new RegExp(`^(all \\d+|\\d+ of \\d+) once ${SCRIPT_VERSION} scripts cached`),
     );
     expect(scripts?.detail).not.toMatch(/^0 of/);
+  });
+
+  it("shows the store's own checks at the production level, and adds only its clock and script checks", async () => {
+    // RDB snapshots only: a setting doctor used to judge in words of its own.
+    await admin.config("SET", "appendonly", "no");
+    await admin.config("SET", "save", "3600 1");
+    let report: Awaited<ReturnType<typeof diagnoseRedis>>;
+    let json: DoctorJson;
+    try {
+      report = await diagnoseRedis(admin, { level: "production" });
+      json = jsonOf<DoctorJson>(await doctor("--json"));
+    } finally {
+      await admin.config("SET", "save", "");
+    }
+    expect(report.checks).toContainEqual(expect.objectContaining({ check: "appendonly", status: "fail" }));
+    const own = ["clock", "scripts"];
+    // Memory in use moves between the two looks; everything else is the same judgement.
+    const comparable = (f: DoctorJson["findings"][number]) =>
+      f.check === "memory" ? { ...f, detail: expect.any(String) } : f;
+    expect(json.findings.filter((f) => !own.includes(f.check))).toEqual(report.checks.map(comparable));
+    expect(json.findings.filter((f) => own.includes(f.check)).map((f) => f.check)).toEqual(own);
   });
 
   it("says when no Redis answers (exit 1)", async () => {

@@ -1,10 +1,15 @@
+export { checkRedis } from "./check-redis.js";
 export {
+  type CheckLevel,
   type CheckRedisOptions,
-  checkRedis,
-  type RedisNodeReport,
+  type CheckStatus,
+  diagnoseRedis,
+  type RedisCheck,
   type RedisReport,
-} from "./check-redis.js";
+} from "./diagnose-redis.js";
 export { RedisConfigError, RedisScriptError } from "./errors.js";
+export type { RedisNodeReport } from "./inspect-node.js";
+export { nodeAddress } from "./node-address.js";
 export { parseInfo } from "./parse-info.js";
 export { RedisStore, type RedisStoreOptions } from "./redis-store.js";
 export { type ScanRecordsOptions, scanRecords } from "./scan-records.js";

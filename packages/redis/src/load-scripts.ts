@@ -19,9 +19,23 @@ export interface ScriptFile {
 
 type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;
 
-// What ioredis keeps on a client after defineCommand; not in its public types.
-interface DefinedScripts {
-  scriptsSet?: Record<string, { lua?: string } | undefined>;
+/** The Lua of each script registered on a client, by its versioned name. */
+type Registered = WeakMap<Redis | Cluster, Map<string, string>>;
+
+// One registry for every copy of @once/redis in the process (two builds can share a client, and each
+// module copy has its own module scope), so it lives on globalThis under a registered symbol, as
+// OpenTelemetry's API keeps its globals. Its key and shape are a contract between versions: keep both.
+const REGISTERED = Symbol.for("@once/redis:registered-scripts");
+
+function registered(client: Redis | Cluster): Map<string, string> {
+  const global = globalThis as { [REGISTERED]?: Registered };
+  global[REGISTERED] ??= new WeakMap();
+  let scripts = global[REGISTERED].get(client);
+  if (scripts === undefined) {
+    scripts = new Map();
+    global[REGISTERED].set(client, scripts);
+  }
+  return scripts;
 }
 
 let files: Promise<ScriptFile[]> | undefined;
@@ -36,12 +50,22 @@ export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
     files = undefined;
     throw error;
   });
-  const defined = (client as unknown as DefinedScripts).scriptsSet ?? {};
+  const commands = client as unknown as Record<string, ScriptCommand | undefined>;
+  const defined = registered(client);
   for (const script of scripts) {
-    const existing = defined[script.command];
+    const existing = defined.get(script.command);
     if (existing === undefined) {
+      if (commands[script.command] !== undefined) {
+        // Defined by something that did not record its Lua here, so it cannot be shown to be ours.
+        throw new RedisScriptError(
+          script.command,
+          "this client already has a command under that name that @once/redis did not register, so it may " +
+            "run other Lua",
+        );
+      }
       client.defineCommand(script.command, { lua: script.lua, numberOfKeys: script.numberOfKeys });
-    } else if (existing.lua !== script.lua) {
+      defined.set(script.command, script.lua);
+    } else if (existing !== script.lua) {
       // Same versioned name, different Lua: two builds of @once/redis that forgot to bump SCRIPT_VERSION.
       throw new RedisScriptError(
         script.command,
@@ -50,7 +74,6 @@ export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
       );
     }
   }
-  const commands = client as unknown as Record<string, ScriptCommand | undefined>;
   return (script, key, args) => {
     const command = commands[commandName(script)];
     if (command === undefined)
@@ -59,6 +82,18 @@ export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
   };
 }
 
+/**
+ * Every script, as Redis will run it.
+ *
+ * Each file is read whole, with no includes: the lines most scripts share (the server's TIME in ms, the
+ * full-token check of an owner write) are written out in each. Resolving includes here would make the text
+ * Redis runs differ from the file, so a file's SHA1 would no longer be the EVALSHA digest that
+ * `scriptDigests` and SCRIPT EXISTS speak of; and a build step cannot do it alone, since the tests run src/lua
+ * as it is and the build (scripts/copy-lua.mjs) only copies. The shared lines also differ per script (the
+ * fields read, the states allowed), so an include would save a line or two in each. Redis Functions share
+ * code, but need Redis 7 and a FUNCTION LOAD on every master of a Cluster. A copy that drifts fails the store
+ * conformance suite, which sends every owner write a former owner's token.
+ */
 export async function readScriptFiles(): Promise<ScriptFile[]> {
   // Next to this module: src/lua in the sources, dist/lua once built (the build copies them).
   const dir = new URL("./lua/", import.meta.url);

@@ -10,7 +10,8 @@ import {
   type WriteOutcome,
 } from "@once/core";
 import type { Cluster, Redis } from "ioredis";
-import { checkRedis, type RedisReport } from "./check-redis.js";
+import { checkRedis } from "./check-redis.js";
+import type { RedisReport } from "./diagnose-redis.js";
 import { loadScripts, type RunScript } from "./load-scripts.js";
 import { ownerNonce } from "./owner-nonce.js";
 import type { ScriptName } from "./script-names.js";

@@ -1,6 +1,7 @@
 /**
  * The version in every script's registered name (`once_v2_claim`). Bump it whenever a script or the record
- * layout changes, so two versions of @once/redis sharing one client never run each other's scripts.
+ * layout changes, so two versions of @once/redis sharing one client never run each other's scripts; a test
+ * holds every released name to its digest in test/script-digests.json.
  */
 export const SCRIPT_VERSION = "v2";
 

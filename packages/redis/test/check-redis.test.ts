@@ -8,7 +8,7 @@ import {
   startRedisServer,
   stopAllRedisServers,
 } from "../../../test/support/services.js";
-import { checkRedis, RedisConfigError, RedisStore } from "../src/index.js";
+import { checkRedis, diagnoseRedis, RedisConfigError, RedisStore } from "../src/index.js";
 
 const clients: (Redis | Cluster)[] = [];
 
@@ -215,5 +215,57 @@ describe("the shared test Redis", () => {
   it("passes the checks", async () => {
     const report = await checkRedis(connect(redisUrl()));
     expect(report.maxmemoryPolicy).toBe("noeviction");
+  });
+});
+
+describe("levels", () => {
+  it("warns at start-up, and fails in production, a Redis that keeps nothing across a restart", async () => {
+    const server = await startRedisServer({ appendonly: false });
+    const startup = await checkRedis(connect(server.url));
+    expect(startup.checks).toContainEqual(
+      expect.objectContaining({
+        check: "appendonly",
+        status: "warn",
+        fix: expect.stringContaining("appendonly yes"),
+      }),
+    );
+    expect(startup.problems).toEqual([]);
+
+    const error = await checkRedis(connect(server.url), { level: "production" }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RedisConfigError);
+    expect(error).toMatchObject({ setting: "appendonly" });
+    expect((error as Error).message).toMatch(
+      /appendonly no and no RDB save points: a Redis restart loses every record/,
+    );
+    await server.stop();
+  });
+
+  it("judges memory in production only", async () => {
+    const server = await startRedisServer();
+    const startup = await diagnoseRedis(connect(server.url));
+    const production = await diagnoseRedis(connect(server.url), { level: "production" });
+    expect(startup.checks.map((c) => c.check)).not.toContain("memory");
+    expect(production.checks).toContainEqual(
+      expect.objectContaining({
+        check: "memory",
+        status: "ok",
+        detail: expect.stringMatching(/used, no maxmemory limit$/),
+      }),
+    );
+    await server.stop();
+  });
+
+  it("diagnoseRedis reports a failed check without throwing; checkRedis refuses with the same lines", async () => {
+    const server = await startRedisServer({
+      appendonly: false,
+      extraArgs: ["--maxmemory-policy", "allkeys-lru"],
+    });
+    const report = await diagnoseRedis(connect(server.url), { level: "production" });
+    const failed = report.checks.filter((c) => c.status === "fail").map((c) => c.check);
+    expect(failed).toEqual(["maxmemory-policy", "appendonly"]);
+    expect(report.problems).toHaveLength(2);
+    const error = await checkRedis(connect(server.url), { level: "production" }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ setting: "maxmemory-policy", message: report.problems.join("\n") });
+    await server.stop();
   });
 });

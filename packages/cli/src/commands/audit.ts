@@ -88,7 +88,7 @@ export const auditCommand: Command = {
       throw new UsageError("--tools <module> is required: the JS module exporting your tools");
     const settings = retrySettings(options);
     const allowed = options.list("allow");
-    const { file, tools } = await loadTools(modulePath, io.cwd, "audit");
+    const { file, tools } = await loadTools(modulePath, io.cwd);
 
     const flags: Flag[] = [];
     const notes: { tool?: string; message: string }[] = [];
@@ -292,7 +292,7 @@ function retrySettings(options: ParsedOptions): RetrySettings {
   };
   const integer = (name: "attempts" | "retries", fallback: number, min: number) => {
     const text = options.string(name);
-    return text === undefined ? fallback : positiveInteger(`--${name}`, text, "audit", min);
+    return text === undefined ? fallback : positiveInteger(`--${name}`, text, min);
   };
   const backoffText = options.string("backoff");
   const settings: RetrySettings = {

@@ -1,4 +1,13 @@
-import { checkRedis, parseInfo, RedisConfigError, SCRIPT_VERSION, scriptDigests } from "@once/redis";
+import {
+  checkRedis,
+  diagnoseRedis,
+  nodeAddress,
+  parseInfo,
+  type RedisCheck,
+  RedisConfigError,
+  SCRIPT_VERSION,
+  scriptDigests,
+} from "@once/redis";
 import type { Cluster, Redis } from "ioredis";
 import { ReplyError } from "ioredis";
 import type { Command } from "../command.js";
@@ -6,24 +15,16 @@ import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { jsonText } from "../record-view.js";
-import { type RedisTarget, redisTarget, withRedis } from "../redis-connection.js";
+import { redisTarget, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
 
-type Status = "ok" | "warn" | "fail";
+/**
+ * One thing doctor looked at on one node: a check of the store's own at its production level, or one of
+ * doctor's (clock, scripts, cluster state). `fail` can cause duplicates (exit 1); `warn` deserves a look.
+ */
+type Finding = RedisCheck;
 
-/** One thing doctor looked at on one node. `fail` can cause duplicates (exit 1); `warn` deserves a look. */
-export interface Finding {
-  node: string;
-  check: string;
-  status: Status;
-  detail: string;
-  /** What to change, for `warn` and `fail`. */
-  fix?: string;
-}
-
-const MIN_VERSION = [6, 2];
 const SKEW_WARN_MS = 1_000;
-const MEMORY_WARN_RATIO = 0.9;
 
 /** `once doctor`: every Redis setting that decides whether once can keep its promises. */
 export const doctorCommand: Command = {
@@ -39,9 +40,9 @@ export const doctorCommand: Command = {
     "It also says whether RedisStore.create would accept this Redis. --prefix is accepted and unused.",
   examples: ["once doctor", "once doctor --cluster 10.0.0.5:7000,10.0.0.6:7000 --json"],
   async run({ io, options }) {
-    const target = redisTarget(options, io.env, "doctor");
+    const target = redisTarget(options, io.env);
     return withRedis(target, async (redis) => {
-      const findings = await diagnose(redis, target);
+      const findings = await diagnose(redis);
       const startup = await startupCheck(redis);
       const problems = findings.filter((f) => f.status === "fail");
       const warnings = findings.filter((f) => f.status === "warn");
@@ -87,234 +88,50 @@ export const doctorCommand: Command = {
   },
 };
 
-async function diagnose(redis: Redis | Cluster, target: RedisTarget): Promise<Finding[]> {
-  const masters = redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis];
-  const digests = await scriptDigests();
+/**
+ * The store's checks at the production level, each master's followed by doctor's own for it (clock,
+ * script cache), then the cluster's.
+ */
+async function diagnose(redis: Redis | Cluster): Promise<Finding[]> {
+  const report = await diagnoseRedis(redis, { level: "production" });
+  const byNode = new Map<string, Finding[]>();
+  for (const check of report.checks) byNode.set(check.node, [...(byNode.get(check.node) ?? []), check]);
+  const shas = (await scriptDigests()).map((d) => d.sha1);
   const findings: Finding[] = [];
-  for (const node of masters)
-    findings.push(
-      ...(await diagnoseNode(
-        node,
-        redis.isCluster,
-        digests.map((d) => d.sha1),
-      )),
-    );
-  if (redis.isCluster) findings.push(...(await diagnoseCluster(redis as Cluster)));
-  else if (target.cluster) {
-    findings.push({ node: "cluster", check: "cluster", status: "fail", detail: "expected a Cluster client" });
+  for (const master of redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis]) {
+    const at = nodeAddress(master);
+    findings.push(...(byNode.get(at) ?? []), await clock(master, at), await scripts(master, at, shas));
+    byNode.delete(at);
   }
+  findings.push(...[...byNode.values()].flat());
+  if (redis.isCluster) findings.push(...(await diagnoseCluster(redis as Cluster)));
   return findings;
 }
 
-async function diagnoseNode(node: Redis, cluster: boolean, shas: readonly string[]): Promise<Finding[]> {
-  const at = `${node.options.host ?? "127.0.0.1"}:${node.options.port ?? 6379}`;
-  const findings: Finding[] = [];
-  const add = (check: string, status: Status, detail: string, fix?: string) =>
-    findings.push({ node: at, check, status, detail, ...(fix === undefined ? {} : { fix }) });
-
-  const info = await denied(async () => parseInfo(await node.info()));
-  const config = await denied(async () => {
-    // One parameter per CONFIG GET: several at once needs Redis 7.
-    const values = new Map<string, string>();
-    for (const name of ["maxmemory-policy", "maxmemory", "appendonly", "appendfsync", "save"]) {
-      const pair = (await node.config("GET", name)) as unknown[];
-      if (typeof pair[1] === "string") values.set(name, pair[1]);
-    }
-    return values;
-  });
-  const infoOf = (field: string) => (info.ok ? info.value.get(field) : undefined);
-  const configOf = (name: string) => (config.ok ? config.value.get(name) : undefined);
-
-  // Version.
-  const valkey = infoOf("valkey_version");
-  const version = valkey ?? infoOf("redis_version");
-  if (version === undefined) {
-    add(
-      "version",
-      "warn",
-      `unknown: INFO is not permitted (${info.ok ? "no version field" : info.reason})`,
-      "allow INFO for the once user, and run Redis 6.2+ or Valkey",
-    );
-  } else if (valkey === undefined && older(version, MIN_VERSION)) {
-    add(
-      "version",
-      "fail",
-      `Redis ${version} is older than 6.2: once's scripts need 6.2 or later`,
-      "upgrade to Redis 6.2+ or Valkey",
-    );
-  } else {
-    add("version", "ok", `${valkey === undefined ? "Redis" : "Valkey"} ${version}`);
-  }
-
-  // Role and topology.
-  const role = infoOf("role");
-  if (role === "slave" && !cluster) {
-    add(
-      "role",
-      "fail",
-      "a read-only replica: every claim would fail with READONLY",
-      "connect to the master (or through Sentinel)",
-    );
-  } else if (role !== undefined) {
-    add("role", "ok", role === "slave" ? "replica" : role);
-  }
-  if (!cluster && infoOf("cluster_enabled") === "1") {
-    add(
-      "cluster",
-      "fail",
-      "this server is a Redis Cluster node reached as a plain server: only this node's keys are seen, others fail with MOVED",
-      `connect with --cluster ${at} (or REDIS_CLUSTER_NODES), and with ioredis' Cluster client in your app`,
-    );
-  } else if (!cluster) {
-    add("cluster", "ok", "standalone");
-  }
-
-  // maxmemory-policy: an evicted record is a duplicate waiting to happen.
-  const policy = configOf("maxmemory-policy") ?? infoOf("maxmemory_policy");
-  if (policy === undefined) {
-    add(
-      "maxmemory-policy",
-      "warn",
-      `unknown: CONFIG GET and INFO are not permitted`,
-      "make sure it is noeviction",
-    );
-  } else if (policy !== "noeviction") {
-    add(
-      "maxmemory-policy",
-      "fail",
-      `${policy}: Redis may evict once's records (they all have a TTL, so volatile-* policies evict them too), and an evicted record lets a retry repeat its effect`,
-      "CONFIG SET maxmemory-policy noeviction, and set maxmemory-policy noeviction in redis.conf",
-    );
-  } else {
-    add("maxmemory-policy", "ok", "noeviction");
-  }
-
-  // Memory: with noeviction a full Redis refuses writes, so claims fail closed (no duplicates, no progress).
-  const maxmemory = Number(configOf("maxmemory") ?? infoOf("maxmemory") ?? Number.NaN);
-  const used = Number(infoOf("used_memory") ?? Number.NaN);
-  if (Number.isFinite(used)) {
-    if (Number.isFinite(maxmemory) && maxmemory > 0) {
-      const ratio = used / maxmemory;
-      const detail = `${bytes(used)} of maxmemory ${bytes(maxmemory)} (${Math.round(ratio * 100)}%)`;
-      if (ratio >= MEMORY_WARN_RATIO) {
-        add(
-          "memory",
-          "warn",
-          `${detail}: when full, Redis refuses writes and every claim fails closed`,
-          "raise maxmemory or shorten the retention",
-        );
-      } else {
-        add("memory", "ok", detail);
-      }
-    } else {
-      add("memory", "ok", `${bytes(used)} used, no maxmemory limit`);
-    }
-  }
-
-  findings.push(...persistence(at, configOf, infoOf, config.ok ? undefined : config.reason));
-  findings.push(await clock(node, at));
-
-  // Script cache: informational — ioredis loads a missing script on first use (EVALSHA, then EVAL).
+/** Informational: ioredis loads a missing script on first use (EVALSHA, then EVAL). */
+async function scripts(node: Redis, at: string, shas: readonly string[]): Promise<Finding> {
   try {
     const exists = (await node.script("EXISTS", ...shas)) as number[];
     const cached = exists.filter((e) => Number(e) === 1).length;
-    add(
-      "scripts",
-      "ok",
-      cached === shas.length
-        ? `all ${shas.length} once ${SCRIPT_VERSION} scripts cached`
-        : `${cached} of ${shas.length} once ${SCRIPT_VERSION} scripts cached; the rest load on first use`,
-    );
+    return {
+      node: at,
+      check: "scripts",
+      status: "ok",
+      detail:
+        cached === shas.length
+          ? `all ${shas.length} once ${SCRIPT_VERSION} scripts cached`
+          : `${cached} of ${shas.length} once ${SCRIPT_VERSION} scripts cached; the rest load on first use`,
+    };
   } catch (error) {
     if (!(error instanceof ReplyError)) throw error;
-    add(
-      "scripts",
-      "warn",
-      `SCRIPT EXISTS is not permitted (${(error as Error).message})`,
-      "allow EVAL, EVALSHA and SCRIPT for the once user",
-    );
+    return {
+      node: at,
+      check: "scripts",
+      status: "warn",
+      detail: `SCRIPT EXISTS is not permitted (${(error as Error).message})`,
+      fix: "allow EVAL, EVALSHA and SCRIPT for the once user",
+    };
   }
-  return findings;
-}
-
-function persistence(
-  at: string,
-  configOf: (name: string) => string | undefined,
-  infoOf: (field: string) => string | undefined,
-  configDenied: string | undefined,
-): Finding[] {
-  const finding = (check: string, status: Status, detail: string, fix?: string): Finding => ({
-    node: at,
-    check,
-    status,
-    detail,
-    ...(fix === undefined ? {} : { fix }),
-  });
-  const appendonly =
-    configOf("appendonly") ??
-    (infoOf("aof_enabled") === undefined ? undefined : infoOf("aof_enabled") === "1" ? "yes" : "no");
-  const appendfsync = configOf("appendfsync");
-  const save = configOf("save");
-  const aofFix =
-    "CONFIG SET appendonly yes and CONFIG SET appendfsync everysec (or always), and the same in redis.conf";
-  if (appendonly === undefined) {
-    return [
-      finding(
-        "persistence",
-        "warn",
-        `unknown: CONFIG GET is not permitted (${configDenied ?? "?"})`,
-        "make sure appendonly is yes",
-      ),
-    ];
-  }
-  if (appendonly === "no") {
-    const rdb =
-      save === undefined
-        ? "unknown"
-        : save.trim() === ""
-          ? "no RDB save points"
-          : `RDB save points "${save}"`;
-    return [
-      finding(
-        "appendonly",
-        "fail",
-        save !== undefined && save.trim() === ""
-          ? "appendonly no and no RDB save points: a Redis restart loses every record, and each lost record lets a retry repeat its effect"
-          : `appendonly no (${rdb}): a crash loses every record written since the last snapshot, and each lost record lets a retry repeat its effect`,
-        aofFix,
-      ),
-    ];
-  }
-  if (appendfsync === "always")
-    return [finding("appendfsync", "ok", "appendonly yes, appendfsync always: no record is lost in a crash")];
-  if (appendfsync === "everysec") {
-    return [
-      finding(
-        "appendfsync",
-        "warn",
-        "appendonly yes, appendfsync everysec: a Redis crash can lose up to a second of records (a lost record lets a retry repeat its effect)",
-        "appendfsync always loses none, at a latency cost; a reconcile hook on each effect tool narrows the gap",
-      ),
-    ];
-  }
-  if (appendfsync === "no") {
-    return [
-      finding(
-        "appendfsync",
-        "fail",
-        "appendonly yes, appendfsync no: the OS decides when the AOF reaches the disk (often 30 s), so a crash can lose that much of the records",
-        "CONFIG SET appendfsync everysec (or always), and the same in redis.conf",
-      ),
-    ];
-  }
-  return [
-    finding(
-      "appendfsync",
-      "warn",
-      `appendonly yes, appendfsync ${appendfsync ?? "unknown"}`,
-      "make sure appendfsync is everysec or always",
-    ),
-  ];
 }
 
 /** The server's clock against this machine's, from the fastest of three round trips. */
@@ -373,7 +190,7 @@ async function diagnoseCluster(cluster: Cluster): Promise<Finding[]> {
   // Clocks of every node, replicas included: after a failover a replica's clock judges the old master's leases.
   const replicas = cluster.nodes("slave");
   for (const replica of replicas) {
-    const at = `${replica.options.host ?? "127.0.0.1"}:${replica.options.port ?? 6379}`;
+    const at = nodeAddress(replica);
     const finding = await clock(replica, at).catch(
       (error: unknown): Finding => ({
         node: at,
@@ -417,28 +234,6 @@ async function denied<T>(read: () => Promise<T>): Promise<Denied<T>> {
     if (error instanceof ReplyError) return { ok: false, reason: (error as Error).message };
     throw error;
   }
-}
-
-function older(version: string, than: readonly number[]): boolean {
-  const parts = version.split(".").map((p) => Number.parseInt(p, 10) || 0);
-  for (let i = 0; i < than.length; i++) {
-    const a = parts[i] ?? 0;
-    const b = than[i] ?? 0;
-    if (a !== b) return a < b;
-  }
-  return false;
-}
-
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  const units = ["KiB", "MiB", "GiB", "TiB"];
-  let value = n / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
 
 /** `0.4ms`, `12ms`, `3.2s`: sub-millisecond precision where it means something. */

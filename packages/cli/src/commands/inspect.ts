@@ -26,10 +26,10 @@ export const inspectCommand: Command = {
   ],
   async run({ io, options, positionals }) {
     const prefix = storePrefix(options);
-    const { key, derivedFrom } = keyArgument(positionals, options, prefix, "inspect");
-    const target = redisTarget(options, io.env, "inspect");
+    const { key, derivedFrom } = keyArgument(positionals, options, prefix);
+    const target = redisTarget(options, io.env);
     return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target, "inspect");
+      await assertNotClusterNode(redis, target);
       const store = await RedisStore.create({ redis, prefix, checks: false });
       const record = await store.get(key);
       const now = await serverNow(redis);

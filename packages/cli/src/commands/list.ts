@@ -33,21 +33,17 @@ export const listCommand: Command = {
       if (!RECORD_STATES.includes(state as RecordState)) {
         throw new UsageError(
           `--state ${JSON.stringify(state)} is not a state: use ${RECORD_STATES.join(", ")}`,
-          {
-            command: "list",
-          },
         );
       }
     }
     const tools = options.list("tool");
     const olderThan = option(options.string("older-than"), (t) => parseDuration("--older-than", t));
-    const limit =
-      option(options.string("limit"), (t) => positiveInteger("--limit", t, "list")) ?? DEFAULT_LIMIT;
+    const limit = option(options.string("limit"), (t) => positiveInteger("--limit", t)) ?? DEFAULT_LIMIT;
     const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env, "list");
+    const target = redisTarget(options, io.env);
 
     return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target, "list");
+      await assertNotClusterNode(redis, target);
       const now = await serverNow(redis);
       const found = new Map<string, OnceRecord>();
       let skipped = 0;

@@ -69,7 +69,7 @@ export const resolveCommand: Command = {
   ],
   async run({ io, options, positionals }) {
     const prefix = storePrefix(options);
-    const { key } = keyArgument(positionals, options, prefix, "resolve");
+    const { key } = keyArgument(positionals, options, prefix);
     const decision = decisionFrom(options);
     const why = options.string("why");
     if (why === undefined) throw new UsageError("--why is required: say why, it is kept on the record");
@@ -84,12 +84,12 @@ export const resolveCommand: Command = {
       );
     }
     const toolsModule = options.string("tools");
-    const tools = toolsModule === undefined ? undefined : await loadTools(toolsModule, io.cwd, "resolve");
-    const target = redisTarget(options, io.env, "resolve");
+    const tools = toolsModule === undefined ? undefined : await loadTools(toolsModule, io.cwd);
+    const target = redisTarget(options, io.env);
     const json = options.flag("json");
 
     return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target, "resolve");
+      await assertNotClusterNode(redis, target);
       const reader = await RedisStore.create({ redis, prefix, checks: false });
       const record = await reader.get(key);
       const now = await serverNow(redis);

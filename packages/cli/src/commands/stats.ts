@@ -27,12 +27,11 @@ export const statsCommand: Command = {
   examples: ["once stats", "once stats --sample 100000 --json"],
   async run({ io, options }) {
     const sampleText = options.string("sample");
-    const sample =
-      sampleText === undefined ? DEFAULT_SAMPLE : positiveInteger("--sample", sampleText, "stats");
+    const sample = sampleText === undefined ? DEFAULT_SAMPLE : positiveInteger("--sample", sampleText);
     const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env, "stats");
+    const target = redisTarget(options, io.env);
     return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target, "stats");
+      await assertNotClusterNode(redis, target);
       const now = await serverNow(redis);
       const total = emptyCounts();
       const byTool = new Map<string, Counts>();
