@@ -1,4 +1,5 @@
-import { CALL_VERSION, type CallData } from "@once/bullmq";
+import type { CallData } from "@once/bullmq";
+import { CALL_VERSION } from "@once/bullmq/internal";
 import { deriveKey, fingerprint, jobIdForKey, type OnceStore } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, Worker } from "bullmq";

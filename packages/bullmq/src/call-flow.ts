@@ -2,7 +2,6 @@ import {
   type AnyTool,
   type CallContext,
   type ClaimOutcome,
-  classifyWith,
   type EffectContext,
   fingerprint,
   IdempotencyConflictError,
@@ -16,9 +15,9 @@ import {
   ResultNotSerializableError,
   ResultTooLargeError,
   TransitionRefusedError,
-  toStoredError,
   type WriteOutcome,
 } from "@once/core";
+import { classifyWith, toStoredError } from "@once/core/internal";
 import type { Span } from "@opentelemetry/api";
 import {
   ATTR_ONCE_APPLIED,

@@ -9,9 +9,9 @@ import {
   type OnceStore,
   type OutputOf,
   parseInput,
-  toStoredError,
   validateKeyPart,
 } from "@once/core";
+import { toStoredError } from "@once/core/internal";
 import {
   ATTR_ONCE_ATTEMPT,
   ATTR_ONCE_KIND,

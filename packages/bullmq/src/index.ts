@@ -12,5 +12,5 @@ export { DuplicateToolError, JobFailedError } from "./errors.js";
 export { fetchWithKey } from "./fetch-with-key.js";
 export { InProcess, type InProcessOptions, type InProcessResult } from "./in-process.js";
 export { OnceWorker, type OnceWorkerOptions } from "./once-worker.js";
-export { CALL_VERSION, type CallData, type CallOutcome, isCallData, parseCallData } from "./wire.js";
+export type { CallData, CallOutcome } from "./wire.js";
 export { withOnce } from "./with-once.js";

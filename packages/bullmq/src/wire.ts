@@ -9,6 +9,7 @@ import {
   OnceError,
   ToolKindMismatchError,
 } from "@once/core";
+import { describeIssues } from "@once/core/internal";
 import { UnrecoverableError } from "bullmq";
 import { z } from "zod";
 
@@ -82,10 +83,7 @@ export function parseCallData(data: unknown): CallData {
   }
   const parsed = callSchema.safeParse(data);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map(
-    (i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`,
-  );
-  throw new InvalidJobDataError(issues, { cause: parsed.error });
+  throw new InvalidJobDataError(describeIssues(parsed.error), { cause: parsed.error });
 }
 
 /**

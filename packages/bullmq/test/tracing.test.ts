@@ -24,7 +24,8 @@ import {
 } from "@opentelemetry/sdk-trace";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { CALL_VERSION, Dispatcher, type DispatcherOptions } from "../src/index.js";
+import { Dispatcher, type DispatcherOptions } from "../src/index.js";
+import { CALL_VERSION } from "../src/internal.js";
 import { type Harness, startHarness } from "./harness.js";
 
 const spans = new InMemorySpanExporter();

@@ -59,7 +59,6 @@ export {
   type Resolution,
   type ResolveDecision,
   type ResolveRequest,
-  retryAfterFor,
   type StoreOptions,
   type WriteOutcome,
 } from "./store.js";
@@ -67,10 +66,8 @@ export {
   type AnyTool,
   type CallContext,
   type ContextFor,
-  classifyWith,
   DEFAULT_LEASE_MS,
   defineTool,
-  describeIssues,
   type EffectContext,
   type ErrorClass,
   type InputOf,
@@ -81,5 +78,4 @@ export {
   type Tool,
   type ToolKind,
   type ToolSpec,
-  toStoredError,
 } from "./tool.js";

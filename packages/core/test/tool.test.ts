@@ -1,15 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
-  classifyWith,
   defineTool,
   InvalidInputError,
   InvalidOutputError,
   InvalidToolError,
   parseInput,
   parseOutput,
-  toStoredError,
 } from "../src/index.js";
+import { classifyWith, toStoredError } from "../src/internal.js";
 
 const charge = defineTool({
   name: "charge_customer",

@@ -1,4 +1,5 @@
-import { type ClaimOutcome, retryAfterFor, type StoredError, type WriteOutcome } from "@once/core";
+import type { ClaimOutcome, StoredError, WriteOutcome } from "@once/core";
+import { retryAfterFor } from "@once/core/internal";
 import { RedisScriptError } from "./errors.js";
 import type { ScriptName } from "./script-names.js";
 

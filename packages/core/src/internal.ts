@@ -1,0 +1,6 @@
+/**
+ * What once's own packages share and users do not need: `@once/core/internal`. No compatibility promise: it
+ * changes with the packages that use it, in step.
+ */
+export { retryAfterFor } from "./store.js";
+export { classifyWith, describeIssues, toStoredError } from "./tool.js";
