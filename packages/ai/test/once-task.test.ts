@@ -6,7 +6,7 @@ import {
 } from "@once/core";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
-import { generateText, stepCountIs, streamText, tool } from "ai";
+import { generateText, stepCountIs, streamText, ToolLoopAgent, tool } from "ai";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -92,6 +92,27 @@ describe("onceTask with generateText", () => {
     const changed = runAgent(taskId, orderId, agentTools(payments.url), "You are a hasty agent.");
     await expect(changed).rejects.toThrow(IdempotencyConflictError);
     await expect(changed).rejects.toThrow(/^turn 0 of task "task-order-/);
+    expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+});
+
+describe("onceTask with ToolLoopAgent", () => {
+  it("the agent class runs the same recorded loop: resumed, it asks nothing and charges nothing", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    const run = async () => {
+      const agent = orderAgentModel(orderId);
+      const task = onceTask({ taskId, store, tools: agentTools(payments.url).all });
+      const loop = new ToolLoopAgent({
+        model: task.model(agent.model),
+        tools: task.tools,
+        stopWhen: stepCountIs(10),
+      });
+      const result = await loop.generate({ prompt: PROMPT });
+      return { text: result.text, modelCalls: agent.calls() };
+    };
+    expect(await run()).toEqual({ text: `order ${orderId} is paid`, modelCalls: 4 });
+    expect(await run()).toEqual({ text: `order ${orderId} is paid`, modelCalls: 0 });
     expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
   });
 });
