@@ -104,4 +104,30 @@ describe("an agent orchestrator SIGKILLed, then resumed with the same taskId", (
       expect(chargeCall?.input.amount).toBe(charges[0]?.amount);
     },
   );
+
+  it("two orchestrators resuming the same task at once: one model call per turn, one effect per call", async () => {
+    const orderId = `order-two-${process.pid}`;
+    const config: AgentProcessConfig = {
+      redisUrl: redisUrl(),
+      prefix,
+      paymentsUrl: payments.url,
+      taskId: `task-${orderId}`,
+      orderId,
+      prompt: "Settle the order: read it, charge it, email the receipt, mark it paid.",
+      leaseMs: 1_000,
+    };
+    const crashed = await runAgentProcess({ ...config, killAt: "tool-call" });
+    expect(crashed.run.signal, describeRun(crashed.run)).toBe("SIGKILL");
+    const recorded = await recordedTurns(config.taskId);
+
+    const both = await Promise.all([runAgentProcess(config), runAgentProcess(config)]);
+    for (const { run } of both) expect(run.code, describeRun(run)).toBe(0);
+    const asked = both.flatMap((b) => b.modelCalls).sort();
+    expect(asked).toEqual([0, 1, 2, 3].filter((turn) => !recorded.includes(turn)));
+    const [a, b] = both.map(({ events }) => events.find((e) => e.event === "done"));
+    expect(a?.steps).toEqual(b?.steps);
+    const client = new PaymentsClient(payments.url);
+    expect(await client.findCharges({ orderId })).toHaveLength(1);
+    expect(await client.findEmails({ orderId })).toHaveLength(1);
+  });
 });
