@@ -1,6 +1,14 @@
 import { parseArgs } from "node:util";
 
-export const SECTIONS = ["throughput", "store", "roundTrips", "memory", "latency", "scaling"] as const;
+export const SECTIONS = [
+  "throughput",
+  "store",
+  "roundTrips",
+  "memory",
+  "latency",
+  "scaling",
+  "agent",
+] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchOptions {

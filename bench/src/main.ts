@@ -5,6 +5,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { createCallProcessor } from "@once/bullmq";
 import { RedisStore } from "@once/redis";
+import { compareAgentTurns } from "./agent-turns.js";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
 import { compareClaimLatency } from "./latency.js";
@@ -129,6 +130,20 @@ async function main(): Promise<void> {
         );
       }
       results.scaling = { resultSize, concurrency, workers };
+    }
+
+    if (want("agent")) {
+      results.agent = [];
+      for (const responseBytes of [2_048, 32_768]) {
+        log(`agent: model turns with a ${responseBytes}-byte response`);
+        results.agent.push(
+          await compareAgentTurns(ctx, {
+            responseBytes,
+            rounds: options.storeRounds,
+            roundMs: options.storeRoundMs,
+          }),
+        );
+      }
     }
 
     results.machine.benchSeconds = Math.round((performance.now() - started) / 1000);

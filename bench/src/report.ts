@@ -1,3 +1,4 @@
+import type { AgentTurnFigures } from "./agent-turns.js";
 import type { LatencyFigures } from "./latency.js";
 import type { MemoryFigures } from "./memory.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
@@ -16,6 +17,7 @@ export interface Results {
   memory?: MemoryFigures;
   latency?: LatencyFigures[];
   scaling?: { resultSize: StoreComparison[]; concurrency: StoreComparison[]; workers: WorkerComparison[] };
+  agent?: AgentTurnFigures[];
 }
 
 /** Median over rounds of a / b within each round. */
@@ -162,6 +164,20 @@ export function toJson(results: Results): Record<string, unknown> {
     };
   }
   json.goals = goals(results);
+  if (results.agent) {
+    json.agent = Object.fromEntries(
+      results.agent.map((a) => [
+        `${a.responseBytes}B`,
+        {
+          ...a.sides,
+          recordedTurnVsModel: round(ratio(a.sides["recorded turn"].callsPerSec, a.sides.model.callsPerSec)),
+          inProcessVsStore: round(
+            ratio(a.sides["in-process effect"].callsPerSec, a.sides["store claim+complete"].callsPerSec),
+          ),
+        },
+      ]),
+    );
+  }
   return json;
 }
 
@@ -392,6 +408,22 @@ export function toTable(results: Results): string {
                 .join(", ")
             : n2(v.measured as number),
           v.met ? "yes" : "NO",
+        ]),
+      ),
+    );
+  }
+  if (results.agent) {
+    out.push("", "Agent turns: one caller, calls/s and CPU per call (Node / Redis µs)");
+    const sides = Object.keys(results.agent[0]?.sides ?? {}) as (keyof AgentTurnFigures["sides"])[];
+    out.push(
+      table(
+        ["response", ...sides],
+        results.agent.map((a) => [
+          `${a.responseBytes} B`,
+          ...sides.map((side) => {
+            const f = a.sides[side];
+            return `${n0(f.callsPerSec)} (${n0(f.nodeCpuUs)} / ${n0(f.redisCpuUs)})`;
+          }),
         ]),
       ),
     );
