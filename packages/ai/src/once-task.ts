@@ -8,6 +8,7 @@ import {
   type OnceStore,
   validateKeyPart,
 } from "@once/core";
+import { trace } from "@opentelemetry/api";
 import { type LanguageModelMiddleware, type Tool, tool, wrapLanguageModel } from "ai";
 import { z } from "zod";
 import { RecordedTurnMismatchError, UnrecordedToolCallError } from "./errors.js";
@@ -82,9 +83,16 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
       .object({ mode: z.enum(["generate", "stream"]), provider: z.string(), modelId: z.string() })
       .loose(),
     output: z.custom<RecordedTurn>((value) => typeof value === "object" && value !== null),
-    run: (_input, ctx) => {
+    run: (input, ctx) => {
       const ask = asking.get(ctx.stepId);
       if (!ask) throw new Error(`no model call is waiting for ${ctx.stepId}`);
+      // The span of the effect is the model call: it gets the GenAI semantic conventions' names (no prompt or
+      // completion text, which stay out of telemetry).
+      trace.getActiveSpan()?.setAttributes({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": input.provider,
+        "gen_ai.request.model": input.modelId,
+      });
       return ask(ctx.signal);
     },
     // A model call changes nothing outside: if its owner died, ask again.

@@ -1,0 +1,72 @@
+import { type PaymentsServer, startPaymentsServer } from "@once/payments";
+import { RedisStore } from "@once/redis";
+import { context, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { generateText, stepCountIs } from "ai";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
+import { onceTask } from "../src/index.js";
+import { agentTools } from "./agent-tools.js";
+import { orderAgentModel } from "./order-agent-model.js";
+
+const spans = new InMemorySpanExporter();
+trace.setGlobalTracerProvider(
+  new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }),
+);
+context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+
+let redis: Redis;
+let store: RedisStore;
+let payments: PaymentsServer;
+const prefix = randomPrefix("ai-tracing");
+
+beforeAll(async () => {
+  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+  store = await RedisStore.create({ redis, prefix });
+  payments = await startPaymentsServer({ latency: "none" });
+});
+
+afterAll(async () => {
+  await payments.close();
+  await cleanupPrefix(redis, prefix);
+  redis.disconnect();
+});
+
+it("a turn's model call is a span with the GenAI names; a replayed turn is a dedup hit linked to the span that recorded it", async () => {
+  const orderId = `order-trace-${process.pid}`;
+  const run = async () => {
+    const agent = orderAgentModel(orderId);
+    const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url).all });
+    await generateText({
+      model: task.model(agent.model),
+      tools: task.tools,
+      stopWhen: stepCountIs(10),
+      prompt: "go",
+    });
+  };
+  await run();
+  const recorded = spans.getFinishedSpans().filter((s) => s.name === "effect model_turn");
+  expect(recorded).toHaveLength(4);
+  expect(recorded[0]?.attributes).toMatchObject({
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "mock",
+    "gen_ai.request.model": "order-agent",
+  });
+  // Prompts and completions stay out of telemetry.
+  expect(JSON.stringify(recorded.map((s) => s.attributes))).not.toContain("Settle");
+  spans.reset();
+
+  await run();
+  const replayed = spans.getFinishedSpans().filter((s) => s.name === "run model_turn");
+  expect(replayed).toHaveLength(4);
+  expect(spans.getFinishedSpans().filter((s) => s.name === "effect model_turn")).toHaveLength(0);
+  for (const span of replayed) {
+    expect(span.attributes["once.outcome"]).toBe("replay");
+    expect(span.events.map((e) => e.name)).toContain("once.dedup_hit");
+    expect(span.links.map((l) => l.context.spanId)).toHaveLength(1);
+  }
+  const recordedIds = new Set(recorded.map((s) => s.parentSpanContext?.spanId));
+  for (const span of replayed) expect(recordedIds.has(span.links[0]?.context.spanId)).toBe(true);
+});
