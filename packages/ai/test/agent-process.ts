@@ -51,6 +51,8 @@ const tools = agentTools(config.paymentsUrl, {
   },
 });
 const model = orderAgentModel(config.orderId, {
+  // Heavy-tailed, as a model's latency is: mostly quick, one call in ten ten times slower.
+  latencyMs: () => (Math.random() < 0.9 ? 5 + Math.random() * 20 : 100 + Math.random() * 200),
   answering: (turn) => {
     emit("model-call", { turn });
     if (config.killAt === "model-call" && turn === 1) return die("model-call");
