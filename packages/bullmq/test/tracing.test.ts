@@ -277,7 +277,9 @@ describe("tracing", () => {
       fingerprint: fingerprint(charge.name, input),
       tool: charge.name,
       phase: "effect",
-      leaseMs: 600,
+      // Long enough that the other owner completes before its lease runs out on a loaded machine (else the
+      // next attempt reconciles instead of replaying); the job waits this long at most.
+      leaseMs: 3_000,
     });
     if (other.outcome !== "acquired") throw new Error(other.outcome);
     const d = await dispatcher();
