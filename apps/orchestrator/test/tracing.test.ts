@@ -8,10 +8,10 @@ import {
   startOtlpReceiver,
 } from "@once/order-agent";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
+import { cleanupPrefix, NodeChild } from "@once/support";
 import { WORKER_MAIN } from "@once/worker";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deleteKeys, NodeChild } from "./node-child.js";
 
 // Issue 4, end to end: two real processes export OTLP/HTTP to a receiver in this test (a node:http server
 // taking POST /v1/traces, decoding JSON, or protobuf with the hand decoder in @once/order-agent), and the
@@ -33,7 +33,7 @@ afterAll(async () => {
   await Promise.all(children.map((child) => child.stop()));
   await receiver.close();
   await payments.close();
-  for (const root of roots) await deleteKeys(redis, root);
+  for (const root of roots) await cleanupPrefix(redis, root);
   await redis.quit();
 });
 
@@ -53,16 +53,20 @@ describe("one task, two processes, one trace", () => {
       OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
     };
     const common = ["--queue", queue, "--prefix", layout.root];
-    const worker = new NodeChild(WORKER_MAIN, [...common, "--payments-url", payments.url], env);
+    const worker = NodeChild.start({
+      script: WORKER_MAIN,
+      args: [...common, "--payments-url", payments.url],
+      env,
+    });
     children.push(worker);
-    expect(await worker.waitForLine((line) => line.type === "ready")).toMatchObject({ tracing: true });
+    expect(await worker.waitFor("ready")).toMatchObject({ tracing: true });
 
     const taskPrefix = `traced-${id}`;
-    const orchestrator = new NodeChild(
-      ORCHESTRATOR_MAIN,
-      [...common, "--mode", "once", "--tasks", "1", "--task-prefix", taskPrefix, "--seed-orders"],
+    const orchestrator = NodeChild.start({
+      script: ORCHESTRATOR_MAIN,
+      args: [...common, "--mode", "once", "--tasks", "1", "--task-prefix", taskPrefix, "--seed-orders"],
       env,
-    );
+    });
     children.push(orchestrator);
     expect(await orchestrator.exited).toEqual([0, null]);
     // The worker flushes its spans on SIGTERM, the orchestrator did on exit.
