@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { redisServerBin } from "@once/support";
 
 export const SECTIONS = [
   "throughput",
@@ -81,7 +82,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   return {
     jsonPath: values.json,
     redisUrl: values["redis-url"],
-    redisServerBin: process.env.REDIS_SERVER_BIN || "redis-server",
+    redisServerBin: redisServerBin(),
     sections,
     rounds: integer("rounds", values.rounds, quick ? 3 : 5),
     storeRounds: integer("store-rounds", values["store-rounds"], quick ? 4 : 10),

@@ -5,6 +5,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { createCallProcessor } from "@once/bullmq";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix } from "@once/support";
 import { compareAgentTurns } from "./agent-turns.js";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
@@ -194,12 +195,7 @@ async function machine(ctx: BenchContext): Promise<Record<string, unknown>> {
 /** Deletes every key this run made on a shared Redis (a spawned server goes away whole). */
 async function cleanUp(target: RedisTarget, probe: BenchContext["probe"], prefix: string): Promise<void> {
   if (target.dedicated) return;
-  let cursor = "0";
-  do {
-    const [next, keys] = await probe.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-    cursor = next;
-    if (keys.length > 0) await probe.unlink(...keys);
-  } while (cursor !== "0");
+  await cleanupPrefix(probe, prefix);
 }
 
 main().catch((error: unknown) => {

@@ -1,6 +1,6 @@
 import { packageTestConfig } from "../../vitest.shared.ts";
 
 export default packageTestConfig({
-  globalSetup: ["../../test/support/global-setup.ts"],
+  globalSetup: ["@once/support/global-setup"],
   testTimeout: 30_000,
 });

@@ -1,3 +1,3 @@
 import { packageTestConfig } from "../../vitest.shared.ts";
 
-export default packageTestConfig({ globalSetup: ["../../test/support/global-setup.ts"] });
+export default packageTestConfig({ globalSetup: ["@once/support/global-setup"] });

@@ -1,7 +1,7 @@
 // The worker and orchestrator processes of one chaos run, started against the run's world. The faults kill,
 // freeze and restart them; every process ever started is kept, with its events, for the verdict.
 
-import { ChaosChild, type ChildEvent } from "./chaos-child.js";
+import { type ChaosChild, type ChildEvent, startChaosChild } from "./chaos-child.js";
 import {
   CHAOS_ORCHESTRATOR_CONFIG_ENV,
   CHAOS_TIMING,
@@ -72,7 +72,7 @@ export class ChaosFleet {
 
   /** Starts a worker for `slot` (its name says which); the caller puts it in `slots`. */
   async startWorker(slot: number): Promise<ChaosChild> {
-    const child = await ChaosChild.start({
+    const child = await startChaosChild({
       name: `worker-${slot}`,
       script: "chaos/chaos-worker.ts",
       env: { [CHAOS_WORKER_CONFIG_ENV]: JSON.stringify(this.#workerConfig(slot)) },
@@ -86,7 +86,7 @@ export class ChaosFleet {
 
   /** Starts an orchestrator: the first writes the plan, the later ones read it back and resume. */
   async startOrchestrator(): Promise<ChaosChild> {
-    const child = await ChaosChild.start({
+    const child = await startChaosChild({
       name: `orchestrator-${this.orchestrators.length + 1}`,
       script: "chaos/chaos-orchestrator.ts",
       env: { [CHAOS_ORCHESTRATOR_CONFIG_ENV]: JSON.stringify(this.#orchestratorConfig()) },

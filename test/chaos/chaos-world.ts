@@ -5,9 +5,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { type RedisServerHandle, startRedisServer } from "@once/support";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { type RedisServerHandle, startRedisServer } from "../support/services.js";
 import { AofTail } from "./aof-tail.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";

@@ -1,5 +1,5 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { NodeChild } from "@once/support";
 
 /** The payments stand-in in a process of its own, so that the suite's own work never delays its clock. */
 export interface PaymentsProcess {
@@ -25,48 +25,21 @@ export async function startPaymentsProcess(options: {
     "--seed",
     String(options.seed),
   ];
-  const child: ChildProcess = spawn(process.execPath, [main, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-  const killAtExit = () => child.kill("SIGKILL");
-  process.once("exit", killAtExit);
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString("utf8")).slice(-4000);
+  // Its one line is `{"url": …}` once it listens.
+  const listening = (line: Record<string, unknown>) => typeof line.url === "string";
+  const child = await NodeChild.startReady({
+    name: "payments",
+    script: main,
+    args,
+    stopGraceMs: 5_000,
+    ready: listening,
   });
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const timedOut = await Promise.race([
-        exited.then(() => false),
-        new Promise<boolean>((resolve) => setTimeout(() => resolve(true), 5_000).unref()),
-      ]);
-      if (timedOut) child.kill("SIGKILL");
-    }
-    await exited;
-    process.off("exit", killAtExit);
+  const url = String((await child.waitFor(listening)).url);
+  return {
+    url,
+    pid: child.pid,
+    stop: async () => {
+      await child.stop();
+    },
   };
-  try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let buffered = "";
-      const timer = setTimeout(
-        () => reject(new Error(`payments did not start within 30 s: ${stderr}`)),
-        30_000,
-      );
-      child.stdout?.on("data", (chunk: Buffer) => {
-        buffered += chunk.toString("utf8");
-        const newline = buffered.indexOf("\n");
-        if (newline < 0) return;
-        clearTimeout(timer);
-        resolve((JSON.parse(buffered.slice(0, newline)) as { url: string }).url);
-      });
-      child.once("exit", () => {
-        clearTimeout(timer);
-        reject(new Error(`payments exited at start: ${stderr}`));
-      });
-    });
-    return { url, pid: child.pid ?? 0, stop };
-  } catch (error) {
-    await stop();
-    throw error;
-  }
 }

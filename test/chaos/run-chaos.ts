@@ -5,7 +5,7 @@
 // every call to an end, the queue empties) and the verdict, read from the provider's ledger and from the
 // store (collect-evidence.ts) and judged into the report (judge-run.ts).
 
-import { ChaosChild } from "./chaos-child.js";
+import { stopAllChaosChildren } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import { ChaosFleet } from "./chaos-fleet.js";
 import type { ChaosTransport } from "./chaos-tools.js";
@@ -67,7 +67,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const evidence = await collectEvidence(world, fleet);
     return judgeRun({ seed, transport, fsync, t0, durationMs }, evidence, faults);
   } finally {
-    await ChaosChild.stopAll();
+    await stopAllChaosChildren();
     await world?.stop();
     log(`chaos: cleaned up after ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }

@@ -13,10 +13,10 @@ import { createCallProcessor } from "@once/bullmq";
 import { deriveKey, jobIdForKey, LeaseLostError, type OnceStore } from "@once/core";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import type { Job } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../support/services.js";
 import { chaosTools } from "./chaos-tools.js";
 import { stallingStore } from "./stalling-store.js";
 

@@ -5,7 +5,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["chaos/**/*.test.ts"],
-    globalSetup: ["./support/global-setup.ts"],
+    globalSetup: ["@once/support/global-setup"],
     testTimeout: 175_000,
     hookTimeout: 60_000,
     reporters: ["default"],

@@ -4,14 +4,15 @@
 
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeRun, runCommand } from "../support/run-command.js";
 import {
+  describeRun,
   type RedisServerHandle,
   randomPrefix,
+  runCommand,
   startRedisServer,
   stopAllRedisServers,
-} from "../support/services.js";
+} from "@once/support";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 

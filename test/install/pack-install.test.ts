@@ -16,9 +16,8 @@ import {
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { describeRun, redisUrl, runCommand, startRedisServer, stopAllRedisServers } from "@once/support";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeRun, runCommand } from "../support/run-command.js";
-import { redisUrl, startRedisServer, stopAllRedisServers } from "../support/services.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const exampleFile = path.join(repoRoot, "apps/example/src/main.ts");

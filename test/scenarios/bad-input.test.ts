@@ -16,11 +16,11 @@ import {
   UnknownToolError,
 } from "@once/core";
 import { RedisStore } from "@once/redis";
+import { startRedisServer } from "@once/support";
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { chargeInput, chargeOutput, HUGE_RECEIPT_BYTES } from "../fixtures/tools.js";
 import type { WorkerProcess } from "../support/processes.js";
-import { startRedisServer } from "../support/services.js";
 import { type Scenario, withScenario } from "./scenario.js";
 
 const step = { taskId: "task-bad", stepId: "charge-1" };

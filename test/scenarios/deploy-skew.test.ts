@@ -8,11 +8,11 @@
 import { type CallOutcome, createCallProcessor, OnceWorker, withOnce } from "@once/bullmq";
 import { defineTool, jobIdForKey } from "@once/core";
 import { PaymentsClient } from "@once/payments";
+import { redisUrl } from "@once/support";
 import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { chargeInput, chargeOutput } from "../fixtures/tools.js";
-import { redisUrl } from "../support/services.js";
 import { withScenario } from "./scenario.js";
 
 const STEP = { taskId: "task-skew", stepId: "charge-1" };

@@ -6,11 +6,11 @@
 
 import { Dispatcher } from "@once/bullmq";
 import { defineTool, IdempotencyConflictError, jobIdForKey } from "@once/core";
+import { redisUrl } from "@once/support";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { chargeInput, chargeOutput } from "../fixtures/tools.js";
-import { redisUrl } from "../support/services.js";
 import { withScenario } from "./scenario.js";
 
 describe("scenario 6: the same step dispatched with a different input", () => {

@@ -9,9 +9,9 @@ import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { jobIdForKey } from "@once/core";
+import { redisUrl } from "@once/support";
 import { describe, expect, it } from "vitest";
 import { REPLICA_CALL_ENV, type ReplicaCallConfig } from "../fixtures/replica-call-config.js";
-import { redisUrl } from "../support/services.js";
 import { withScenario } from "./scenario.js";
 
 const testRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -10,12 +10,12 @@ import { Dispatcher, type DispatcherOptions } from "@once/bullmq";
 import { deriveKey, type OnceRecord } from "@once/core";
 import { type KindLedger, PaymentsClient, type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { type ChargeTools, chargeTools } from "../fixtures/tools.js";
 import type { WorkerProcessConfig } from "../fixtures/worker-config.js";
 import { startWorkerProcess, type WorkerProcess } from "../support/processes.js";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../support/services.js";
 
 /** Short BullMQ and once timings for the scenarios about dead, frozen and stalled workers. */
 export const FAST_RECOVERY = {

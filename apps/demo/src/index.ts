@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 
-export { answersPing, type FoundRedis, findRedis, NoRedisError } from "./find-redis.js";
+export { type FoundRedis, findRedis, NoRedisError } from "./find-redis.js";
 export { formatComparison } from "./format-comparison.js";
 export type { ModeFigures } from "./mode-figures.js";
 export { type ModeEvent, type ModeOptions, type ModeRun, runMode } from "./run-mode.js";

@@ -6,7 +6,7 @@
 import { randomBytes, randomInt } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/order-agent";
+import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/trace-receiver";
 import { findRedis, NoRedisError } from "./find-redis.js";
 import { formatComparison } from "./format-comparison.js";
 import type { ModeFigures } from "./mode-figures.js";

@@ -5,11 +5,11 @@ import { ORCHESTRATOR_MAIN, type OrchestratorFigures } from "@once/orchestrator"
 import { keyLayout, RedisCounters } from "@once/order-agent";
 import { startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, NodeChild } from "@once/support";
 import { WORKER_MAIN } from "@once/worker";
 import { Queue, QueueEvents } from "bullmq";
 import { Redis } from "ioredis";
 import type { ModeFigures } from "./mode-figures.js";
-import { NodeProcess } from "./node-process.js";
 
 export interface ModeOptions {
   mode: "naive" | "once";
@@ -74,7 +74,7 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
   const events = new QueueEvents(queueName, { connection: eventsConnection, prefix: layout.bull });
   let duplicatedSends = 0;
   events.on("duplicated", () => duplicatedSends++);
-  const workers: NodeProcess[] = [];
+  const workers: NodeChild[] = [];
   let workerKills = 0;
   const timing = [
     "--lease-ms",
@@ -89,9 +89,9 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
   const common = ["--redis-url", options.redisUrl, "--queue", queueName, "--prefix", layout.root, ...timing];
 
   const startWorker = async (slot: number) => {
-    const worker = NodeProcess.start(
-      WORKER_MAIN,
-      [
+    const worker = NodeChild.start({
+      script: WORKER_MAIN,
+      args: [
         ...common,
         "--payments-url",
         payments.url,
@@ -99,10 +99,10 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
         String(options.workerConcurrency),
         "--count-outcomes",
       ],
-      { label: `[${mode}] worker ${slot + 1}`, env: options.childEnv },
-    );
+      ...childOutput(`[${mode}] worker ${slot + 1}`, options.childEnv),
+    });
     workers[slot] = worker;
-    await worker.waitForLine("ready");
+    await worker.waitFor("ready");
     return worker;
   };
 
@@ -112,9 +112,9 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
     await Promise.all(Array.from({ length: options.workers }, (_, slot) => startWorker(slot)));
 
     const summaryPath = path.join(workDir, "summary.json");
-    const orchestrator = NodeProcess.start(
-      ORCHESTRATOR_MAIN,
-      [
+    const orchestrator = NodeChild.start({
+      script: ORCHESTRATOR_MAIN,
+      args: [
         ...common,
         "--mode",
         mode,
@@ -131,21 +131,21 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
         "--summary",
         summaryPath,
       ],
-      { label: `[${mode}] orchestrator`, env: options.childEnv },
-    );
+      ...childOutput(`[${mode}] orchestrator`, options.childEnv),
+    });
     report({ type: "phase", mode, text: "running" });
     options.signal?.addEventListener(
       "abort",
       () => {
         // No new tasks; and if the running ones do not finish soon (the workers may be gone too), stop now.
-        orchestrator.kill("SIGTERM");
-        setTimeout(() => orchestrator.kill("SIGKILL"), 5_000).unref();
+        void orchestrator.kill("SIGTERM");
+        setTimeout(() => void orchestrator.kill("SIGKILL"), 5_000).unref();
       },
       { once: true },
     );
     const killAt = Math.max(1, Math.ceil(options.tasks / 3));
     let killing: Promise<void> | undefined;
-    orchestrator.onLine((line) => {
+    orchestrator.onEvent((line) => {
       if (line.type !== "task") return;
       const done = Number(line.done);
       const failed = Number(line.failed);
@@ -154,8 +154,7 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
         killing = (async () => {
           const victim = workers[0];
           if (!victim) return;
-          victim.kill("SIGKILL");
-          await victim.exited;
+          await victim.kill("SIGKILL");
           workerKills++;
           report({
             type: "note",
@@ -229,7 +228,7 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
     await eventsConnection.quit();
     await queue.close();
     await payments.close();
-    await deleteKeys(redis, layout.root);
+    await cleanupPrefix(redis, layout.root);
     await redis.quit();
     rmSync(workDir, { recursive: true, force: true });
   }
@@ -267,12 +266,7 @@ function traceCandidates(figures: OrchestratorFigures): { taskId: string; traceI
   });
 }
 
-/** Deletes every key under `root` (this run's records, queue, orders, journal, counters). */
-async function deleteKeys(redis: Redis, root: string): Promise<void> {
-  let cursor = "0";
-  do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `${root}*`, "COUNT", 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.unlink(...keys);
-  } while (cursor !== "0");
+/** A child's name, environment, and its stderr (and any stdout that is not JSON) passed on, labelled. */
+function childOutput(name: string, env: NodeJS.ProcessEnv) {
+  return { name, env, onOutput: (line: string) => process.stderr.write(`${name}: ${line}\n`) };
 }

@@ -1,9 +1,8 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { runCommand } from "@once/support";
 import { afterAll, describe, expect, it } from "vitest";
 import type { ModeFigures } from "../src/index.js";
 
@@ -32,20 +31,17 @@ describe("pnpm demo", () => {
     expect(existsSync(DEMO_MAIN), "build @once/demo before testing it").toBe(true);
     const json = path.join(dir, "figures.json");
     const started = Date.now();
-    const child = spawn(
-      process.execPath,
-      [DEMO_MAIN, "--tasks", "20", "--workers", "2", "--kill", "--json", json, "--trace"],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk;
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk;
-    });
-    const [code] = await once(child, "exit");
+    const { code, stdout, stderr } = await runCommand(process.execPath, [
+      DEMO_MAIN,
+      "--tasks",
+      "20",
+      "--workers",
+      "2",
+      "--kill",
+      "--json",
+      json,
+      "--trace",
+    ]);
     const elapsedMs = Date.now() - started;
     expect(code, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(0);
     expect(elapsedMs).toBeLessThan(60_000);

@@ -1,5 +1,6 @@
+import { pingRedis } from "@once/support";
 import { describe, expect, it } from "vitest";
-import { answersPing, findRedis, NoRedisError } from "../src/index.js";
+import { findRedis, NoRedisError } from "../src/index.js";
 
 // A port nothing listens on (the discard port): stands in for "no Redis on the default address".
 const CLOSED_PORT = 9;
@@ -22,9 +23,9 @@ describe("findRedis", () => {
     const found = await findRedis({ env: {}, defaultPort: CLOSED_PORT });
     expect(found.source).toBe("throwaway redis-server");
     const port = Number(new URL(found.url).port);
-    expect(await answersPing("127.0.0.1", port)).toBe(true);
+    expect(await pingRedis("127.0.0.1", port)).toBe(true);
     await found.stop();
-    expect(await answersPing("127.0.0.1", port)).toBe(false);
+    expect(await pingRedis("127.0.0.1", port)).toBe(false);
   });
 
   it("names docker compose when there is no redis-server to start", async () => {

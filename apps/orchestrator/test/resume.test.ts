@@ -4,11 +4,11 @@ import { deriveKey } from "@once/core";
 import { keyLayout, RedisOrderBook } from "@once/order-agent";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, NodeChild } from "@once/support";
 import { WORKER_MAIN } from "@once/worker";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisTaskJournal } from "../src/index.js";
-import { deleteKeys, NodeChild } from "./node-child.js";
 
 const ORCHESTRATOR_MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -25,7 +25,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(children.map((child) => child.stop()));
   await payments.close();
-  for (const root of roots) await deleteKeys(redis, root);
+  for (const root of roots) await cleanupPrefix(redis, root);
   await redis.quit();
 });
 
@@ -44,7 +44,7 @@ async function untilState(
 }
 
 function start(main: string, args: string[]): NodeChild {
-  const child = new NodeChild(main, args, { ...process.env, REDIS_URL: redisUrl });
+  const child = NodeChild.start({ script: main, args, env: { ...process.env, REDIS_URL: redisUrl } });
   children.push(child);
   return child;
 }
@@ -57,7 +57,7 @@ describe("a restarted orchestrator", () => {
     const queue = `resume-${id}`;
     const common = ["--queue", queue, "--prefix", layout.root];
     const worker = start(WORKER_MAIN, [...common, "--payments-url", payments.url]);
-    await worker.waitForLine((line) => line.type === "ready");
+    await worker.waitFor("ready");
 
     const orchestratorArgs = [
       ...common,
@@ -73,14 +73,13 @@ describe("a restarted orchestrator", () => {
       "400",
     ];
     const first = start(ORCHESTRATOR_MAIN, orchestratorArgs);
-    const started = await first.waitForLine(
+    const started = await first.waitFor(
       (line) => line.tool === "charge_customer" && line.phase === "started",
     );
     // Killed mid-call: once the worker holds the key, the charge is running and the journal says "started".
     const store = await RedisStore.create({ redis, prefix: layout.store, checks: false });
     await untilState(store, String(started.key), ["claimed"]);
-    first.process.kill("SIGKILL");
-    await first.exited;
+    await first.kill("SIGKILL");
 
     const taskId = `resume-${id}-1`;
     const orderId = `resume-${id}-order-1`;
@@ -97,7 +96,7 @@ describe("a restarted orchestrator", () => {
 
     const second = start(ORCHESTRATOR_MAIN, orchestratorArgs);
     expect(await second.exited).toEqual([0, null]);
-    const steps = second.lines.filter((line) => line.type === "step");
+    const steps = second.events.filter((line) => line.type === "step");
     expect(steps.find((line) => line.tool === "charge_customer" && line.phase === "resumed")).toMatchObject({
       stepId: "step-2",
       key: started.key,
@@ -122,7 +121,7 @@ describe("a restarted orchestrator", () => {
     // the job its first attempt had enqueued (that call ran nothing) — the summary counts what the steps said.
     const replayed = steps.filter((line) => line.phase === "done" && line.replayed === true);
     expect(replayed.map((line) => line.stepId)).toContain("step-2");
-    expect(second.lines.at(-1)).toMatchObject({
+    expect(second.events.at(-1)).toMatchObject({
       type: "summary",
       tasksOk: 1,
       replayedCalls: replayed.length,
@@ -135,7 +134,7 @@ describe("a restarted orchestrator", () => {
     roots.push(layout.root);
     const common = ["--queue", `resume-${id}`, "--prefix", layout.root];
     const worker = start(WORKER_MAIN, [...common, "--payments-url", payments.url]);
-    await worker.waitForLine((line) => line.type === "ready");
+    await worker.waitFor("ready");
     const args = [
       ...common,
       "--mode",
@@ -148,29 +147,28 @@ describe("a restarted orchestrator", () => {
       "--events",
     ];
     const first = start(ORCHESTRATOR_MAIN, args);
-    const started = await first.waitForLine(
+    const started = await first.waitFor(
       (line) => line.tool === "charge_customer" && line.phase === "started",
     );
     const store = await RedisStore.create({ redis, prefix: layout.store, checks: false });
     await untilState(store, String(started.key), ["claimed"]);
-    first.process.kill("SIGKILL");
-    await first.exited;
+    await first.kill("SIGKILL");
 
     // Restarted at once: the charge is still running on the worker (1.5 s).
     const second = start(ORCHESTRATOR_MAIN, args);
     expect(await second.exited).toEqual([0, null]);
     expect(
-      second.lines.find((line) => line.tool === "charge_customer" && line.phase === "resumed"),
+      second.events.find((line) => line.tool === "charge_customer" && line.phase === "resumed"),
     ).toMatchObject({
       key: started.key,
     });
     expect(
-      second.lines.find((line) => line.tool === "charge_customer" && line.phase === "done"),
+      second.events.find((line) => line.tool === "charge_customer" && line.phase === "done"),
     ).toMatchObject({
       key: started.key,
     });
     expect(
-      second.lines.find((line) => line.tool === "charge_customer" && line.phase === "done"),
+      second.events.find((line) => line.tool === "charge_customer" && line.phase === "done"),
     ).toMatchObject({
       key: started.key,
     });

@@ -1,21 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import {
-  keyLayout,
-  type OtlpReceiver,
-  type ReceivedSpan,
-  SPAN_KIND,
-  startOtlpReceiver,
-} from "@once/order-agent";
+import { keyLayout } from "@once/order-agent";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
+import { cleanupPrefix, NodeChild } from "@once/support";
+import { type OtlpReceiver, type ReceivedSpan, SPAN_KIND, startOtlpReceiver } from "@once/trace-receiver";
 import { WORKER_MAIN } from "@once/worker";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deleteKeys, NodeChild } from "./node-child.js";
 
-// Issue 4, end to end: two real processes export OTLP/HTTP to a receiver in this test (a node:http server
-// taking POST /v1/traces, decoding JSON, or protobuf with the hand decoder in @once/order-agent), and the
-// receiver must find one trace holding the orchestrator's and the worker's spans of one call.
+// Issue 4, end to end: two real processes export OTLP/HTTP JSON to a receiver in this test (a node:http
+// server taking POST /v1/traces, from @once/trace-receiver), and the receiver must find one trace holding the
+// orchestrator's and the worker's spans of one call.
 const ORCHESTRATOR_MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 let redis: Redis;
@@ -33,12 +28,12 @@ afterAll(async () => {
   await Promise.all(children.map((child) => child.stop()));
   await receiver.close();
   await payments.close();
-  for (const root of roots) await deleteKeys(redis, root);
+  for (const root of roots) await cleanupPrefix(redis, root);
   await redis.quit();
 });
 
 describe("one task, two processes, one trace", () => {
-  it.each(["http/json", "http/protobuf"] as const)("exported as %s", async (protocol) => {
+  it.each(["http/json"] as const)("exported as %s", async (protocol) => {
     const id = randomBytes(4).toString("hex");
     const layout = keyLayout(`once-test:tracing:${id}:`);
     roots.push(layout.root);
@@ -53,23 +48,27 @@ describe("one task, two processes, one trace", () => {
       OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
     };
     const common = ["--queue", queue, "--prefix", layout.root];
-    const worker = new NodeChild(WORKER_MAIN, [...common, "--payments-url", payments.url], env);
+    const worker = NodeChild.start({
+      script: WORKER_MAIN,
+      args: [...common, "--payments-url", payments.url],
+      env,
+    });
     children.push(worker);
-    expect(await worker.waitForLine((line) => line.type === "ready")).toMatchObject({ tracing: true });
+    expect(await worker.waitFor("ready")).toMatchObject({ tracing: true });
 
     const taskPrefix = `traced-${id}`;
-    const orchestrator = new NodeChild(
-      ORCHESTRATOR_MAIN,
-      [...common, "--mode", "once", "--tasks", "1", "--task-prefix", taskPrefix, "--seed-orders"],
+    const orchestrator = NodeChild.start({
+      script: ORCHESTRATOR_MAIN,
+      args: [...common, "--mode", "once", "--tasks", "1", "--task-prefix", taskPrefix, "--seed-orders"],
       env,
-    );
+    });
     children.push(orchestrator);
     expect(await orchestrator.exited).toEqual([0, null]);
     // The worker flushes its spans on SIGTERM, the orchestrator did on exit.
     expect(await worker.stop()).toEqual([0, null]);
 
     const taskId = `${taskPrefix}-1`;
-    const before = protocol === "http/json" ? receiver.requests.json : receiver.requests.protobuf;
+    const before = receiver.requests.json;
     expect(before).toBeGreaterThan(0);
     const spans = await receiver.waitFor((all) =>
       all.some((span) => span.name === `task ${taskId}` && span.serviceName === "once-orchestrator"),

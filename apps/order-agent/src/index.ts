@@ -1,8 +1,5 @@
 export { classifyPaymentsError } from "./classify-payments-error.js";
 export { type Counters, CountingStore } from "./counting-store.js";
-export { decodeOtlpJson } from "./decode-otlp-json.js";
-export { decodeOtlpProtobuf } from "./decode-otlp-protobuf.js";
-export { formatSpanTree } from "./format-span-tree.js";
 export { type KeyLayout, keyLayout } from "./key-layout.js";
 export { MemoryOrderBook } from "./memory-order-book.js";
 export { type OrderStoreOptions, openOrderStore } from "./open-order-store.js";
@@ -14,14 +11,6 @@ export {
 } from "./order-agent-tools.js";
 export { ORDER_STATUSES, type Order, type OrderBook, type OrderStatus, orderSchema } from "./order-book.js";
 export { ORDER_JOB_RETRY } from "./order-job-retry.js";
-export { type OtlpReceiver, type OtlpReceiverOptions, startOtlpReceiver } from "./otlp-receiver.js";
-export {
-  type Attributes,
-  type AttributeValue,
-  type ReceivedEvent,
-  type ReceivedSpan,
-  SPAN_KIND,
-} from "./received-span.js";
 export { RedisCounters } from "./redis-counters.js";
 export { RedisOrderBook, type RedisOrderBookOptions } from "./redis-order-book.js";
 export {

@@ -1,19 +1,18 @@
 import { randomBytes } from "node:crypto";
 import { deriveKey, fingerprint, MemoryStore } from "@once/core";
+import { cleanupPrefix, redisUrl } from "@once/support";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CountingStore, keyLayout, RedisCounters, RedisOrderBook } from "../src/index.js";
 
-const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 let redis: Redis;
 const layout = keyLayout(`once-test:order-agent:${randomBytes(4).toString("hex")}:`);
 
 beforeAll(() => {
-  redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
 });
 afterAll(async () => {
-  const keys = await redis.keys(`${layout.root}*`);
-  if (keys.length > 0) await redis.unlink(...keys);
+  await cleanupPrefix(redis, layout.root);
   await redis.quit();
 });
 

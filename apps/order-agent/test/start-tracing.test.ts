@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { runCommand } from "@once/support";
+import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/trace-receiver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { formatSpanTree, type OtlpReceiver, otlpProtocol, startOtlpReceiver } from "../src/index.js";
+import { otlpProtocol } from "../src/index.js";
 
 const fixture = fileURLToPath(new URL("./fixtures/emit-spans.mjs", import.meta.url));
 let receiver: OtlpReceiver;
@@ -19,19 +19,9 @@ afterAll(async () => {
 /** Runs the fixture in its own process (one SDK per process, as in the apps). */
 async function emit(service: string, env: Record<string, string | undefined>) {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("OTEL_")));
-  const child = spawn(process.execPath, [fixture, service], {
+  const { code, stdout, stderr } = await runCommand(process.execPath, [fixture, service], {
     env: { ...clean, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
   });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk;
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk;
-  });
-  const [code] = await once(child, "exit");
   return {
     code,
     stderr,
@@ -40,41 +30,38 @@ async function emit(service: string, env: Record<string, string | undefined>) {
 }
 
 describe("startTracing", () => {
-  it.each(["http/json", "http/protobuf"] as const)(
-    "exports %s that the receiver decodes",
-    async (protocol) => {
-      const service = `svc-${protocol.replace("/", "-")}`;
-      const { code, line } = await emit(service, {
-        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-        OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
-      });
-      expect(code).toBe(0);
-      expect(line).toMatchObject({ enabled: true, protocol });
-      const spans = receiver.spans.filter((span) => span.traceId === line.traceId);
-      expect(spans.map((span) => [span.name, span.serviceName]).sort()).toEqual([
-        ["child", service],
-        ["root", service],
-      ]);
-      const root = spans.find((span) => span.name === "root");
-      const child = spans.find((span) => span.name === "child");
-      expect(root?.parentSpanId).toBeUndefined();
-      expect(child?.parentSpanId).toBe(root?.spanId);
-      expect(root?.attributes).toMatchObject({
-        "a.string": "s",
-        "a.int": 42,
-        "a.bool": true,
-        "a.double": 1.5,
-        "a.list": ["x", "y"],
-      });
-      expect(child?.events).toMatchObject([
-        { name: "once.dedup_hit", attributes: { "once.stored_state": "done" } },
-      ]);
-      expect(child && root && child.startTimeUnixNano >= root.startTimeUnixNano).toBe(true);
-      expect(formatSpanTree(receiver.spans, line.traceId)).toMatch(
-        /^trace \w{32} · 2 spans from svc.*\nroot .*\n└─ child .*⚑ once\.dedup_hit/,
-      );
-    },
-  );
+  it.each(["http/json"] as const)("exports %s that the receiver decodes", async (protocol) => {
+    const service = `svc-${protocol.replace("/", "-")}`;
+    const { code, line } = await emit(service, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+    });
+    expect(code).toBe(0);
+    expect(line).toMatchObject({ enabled: true, protocol });
+    const spans = receiver.spans.filter((span) => span.traceId === line.traceId);
+    expect(spans.map((span) => [span.name, span.serviceName]).sort()).toEqual([
+      ["child", service],
+      ["root", service],
+    ]);
+    const root = spans.find((span) => span.name === "root");
+    const child = spans.find((span) => span.name === "child");
+    expect(root?.parentSpanId).toBeUndefined();
+    expect(child?.parentSpanId).toBe(root?.spanId);
+    expect(root?.attributes).toMatchObject({
+      "a.string": "s",
+      "a.int": 42,
+      "a.bool": true,
+      "a.double": 1.5,
+      "a.list": ["x", "y"],
+    });
+    expect(child?.events).toMatchObject([
+      { name: "once.dedup_hit", attributes: { "once.stored_state": "done" } },
+    ]);
+    expect(child && root && child.startTimeUnixNano >= root.startTimeUnixNano).toBe(true);
+    expect(formatSpanTree(receiver.spans, line.traceId)).toMatch(
+      /^trace \w{32} · 2 spans from svc.*\nroot .*\n└─ child .*⚑ once\.dedup_hit/,
+    );
+  });
 
   it("without an endpoint starts no SDK", async () => {
     const { code, line } = await emit("none", {});

@@ -8,6 +8,7 @@ import { Dispatcher } from "@once/bullmq";
 import { keyLayout, orderAgentTools, RedisOrderBook } from "@once/order-agent";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix } from "@once/support";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,8 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await payments.close();
-  const keys = await redis.keys(`${layout.root}*`);
-  if (keys.length > 0) await redis.unlink(...keys);
+  await cleanupPrefix(redis, layout.root);
   await redis.quit();
 });
 

@@ -10,10 +10,9 @@ import { fileURLToPath } from "node:url";
 import { deriveKey } from "@once/core";
 import { PaymentsClient, type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, describeRun, randomPrefix, redisUrl, runCommand } from "@once/support";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeRun, runCommand } from "../../../test/support/run-command.js";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import type { AgentProcessConfig, KillPoint } from "./agent-process.js";
 
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

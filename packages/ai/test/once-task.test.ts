@@ -6,11 +6,11 @@ import {
 } from "@once/core";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { generateText, stepCountIs, streamText, ToolLoopAgent, tool } from "ai";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import { onceTask, RecordedTurnMismatchError } from "../src/index.js";
 import { agentTools } from "./agent-tools.js";
 import { orderAgentModel } from "./order-agent-model.js";

@@ -1,12 +1,12 @@
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { generateText, stepCountIs } from "ai";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import { onceTask } from "../src/index.js";
 import { agentTools } from "./agent-tools.js";
 import { orderAgentModel } from "./order-agent-model.js";

@@ -1,8 +1,8 @@
 import type { AnyTool } from "@once/core";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { Queue, QueueEvents } from "bullmq";
 import { Redis } from "ioredis";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import { Dispatcher, type DispatcherOptions, OnceWorker, type OnceWorkerOptions } from "../src/index.js";
 
 /** A real queue, a RedisStore, an in-process OnceWorker, and a dispatcher factory, on their own prefixes. */

@@ -9,10 +9,10 @@ import {
 } from "@once/core";
 import { PaymentsClient, type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import { fetchWithKey, InProcess } from "../src/index.js";
 
 let redis: Redis;

@@ -5,10 +5,10 @@ import {
   OutcomeUnknownError,
   ReplayedFailureError,
 } from "@once/core";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { Queue, QueueEvents, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import {
   CALL_VERSION,
   type CallData,

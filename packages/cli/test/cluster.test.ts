@@ -1,10 +1,10 @@
-// The Redis-facing commands against the Redis Cluster that test/support/global-setup.ts starts.
+// The Redis-facing commands against the Redis Cluster that @once/support/global-setup starts.
 
 import type { RecordState } from "@once/core";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, clusterNodes, randomPrefix } from "@once/support";
 import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cleanupPrefix, clusterNodes, randomPrefix } from "../../../test/support/services.js";
 import { jsonOf, runOnce } from "./run-once.js";
 import { seedEveryState, seedRecord } from "./seed-records.js";
 

@@ -1,15 +1,15 @@
 // doctor against throwaway redis-server processes this file owns, set up well and badly.
 
 import { diagnoseRedis, RedisStore, SCRIPT_VERSION } from "@once/redis";
-import { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   freePort,
   type RedisServerHandle,
   redisUrl,
   startRedisServer,
   stopAllRedisServers,
-} from "../../../test/support/services.js";
+} from "@once/support";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { jsonOf, runOnce } from "./run-once.js";
 
 interface DoctorJson {

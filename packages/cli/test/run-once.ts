@@ -1,17 +1,13 @@
 // Runs the built `once` binary (dist/main.js) as a child process, the way an operator or CI runs it.
 
-import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { type CommandRun, runCommand } from "@once/support";
 
 const packageDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const BINARY = path.join(packageDir, "dist/main.js");
 
-export interface OnceRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+export type OnceRun = CommandRun;
 
 export interface RunOptions {
   /** Environment on top of a clean one: REDIS_URL and REDIS_CLUSTER_NODES are removed unless given here. */
@@ -31,30 +27,11 @@ export function runOnce(args: readonly string[], options: RunOptions = {}): Prom
     if (value === undefined) delete env[name];
     else env[name] = value;
   }
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BINARY, ...args], {
-      cwd: options.cwd ?? packageDir,
-      env,
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString("utf8");
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8");
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 20_000);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.stdin.end(options.input ?? "");
+  return runCommand(process.execPath, [BINARY, ...args], {
+    cwd: options.cwd ?? packageDir,
+    env,
+    input: options.input ?? "",
+    timeoutMs: options.timeoutMs ?? 20_000,
   });
 }
 

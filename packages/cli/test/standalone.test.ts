@@ -4,9 +4,9 @@ import { spawn } from "node:child_process";
 import type { RecordState } from "@once/core";
 import { deriveKey } from "@once/core";
 import { RedisStore } from "@once/redis";
+import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cleanupPrefix, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import { BINARY, jsonOf, runOnce } from "./run-once.js";
 import { RESULT, randomKey, seedEveryState, seedRecord } from "./seed-records.js";
 

@@ -1,13 +1,13 @@
 import { OnceError } from "@once/core";
-import { Cluster, Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   clusterNodes,
   type RedisServerHandle,
   redisUrl,
   startRedisServer,
   stopAllRedisServers,
-} from "../../../test/support/services.js";
+} from "@once/support";
+import { Cluster, Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkRedis, diagnoseRedis, RedisConfigError, RedisStore } from "../src/index.js";
 
 const clients: (Redis | Cluster)[] = [];

@@ -1,9 +1,9 @@
 // Two builds of @once/redis can share one ioredis client (two versions in one process). Each is a module
 // copy with its own module scope, so what one registered on a client must be visible to the other.
 
+import { redisUrl } from "@once/support";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { redisUrl } from "../../../test/support/services.js";
 import { RedisScriptError } from "../src/index.js";
 import { loadScripts } from "../src/load-scripts.js";
 

@@ -1,7 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { type ClaimRequest, StoreUnavailableError } from "@once/core";
-import { Cluster, Redis, type RedisOptions } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   cleanupPrefix,
   clusterNodes,
@@ -10,7 +8,9 @@ import {
   redisUrl,
   startRedisServer,
   stopAllRedisServers,
-} from "../../../test/support/services.js";
+} from "@once/support";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { describeStoreConformance } from "../../../test/support/store-conformance.js";
 import { RedisScriptError, RedisStore, SCRIPT_VERSION } from "../src/index.js";
 

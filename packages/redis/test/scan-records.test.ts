@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { ClaimRequest, OnceRecord, RecordState } from "@once/core";
+import { cleanupPrefix, clusterNodes, randomPrefix, redisUrl } from "@once/support";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cleanupPrefix, clusterNodes, randomPrefix, redisUrl } from "../../../test/support/services.js";
 import { RedisStore, scanRecords } from "../src/index.js";
 
 const RETENTION_MS = 10 * 60 * 1000;

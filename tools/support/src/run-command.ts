@@ -1,5 +1,6 @@
 // Runs a command to completion the way a shell would and keeps what it printed, for tests that drive the
-// tools a user drives (pnpm, npm, npx, tsc): a non-zero exit is a result to assert on, not a throw.
+// tools a user drives (pnpm, npm, npx, tsc, the once command): a non-zero exit is a result to assert on,
+// not a throw.
 
 import { spawn } from "node:child_process";
 
@@ -13,9 +14,12 @@ export interface CommandRun {
 }
 
 export interface CommandOptions {
-  cwd: string;
-  /** The whole environment of the child (default: this process's). */
+  /** Default this process's working directory. */
+  cwd?: string;
+  /** The whole environment of the child (default this process's). */
   env?: NodeJS.ProcessEnv;
+  /** Written to the child's stdin, a pipe (so never a terminal), which is then closed; default no stdin. */
+  input?: string;
   /** SIGKILL after this long (default 120 s); the run then resolves with `signal: "SIGKILL"`. */
   timeoutMs?: number;
 }
@@ -24,32 +28,38 @@ export interface CommandOptions {
 export function runCommand(
   file: string,
   args: readonly string[],
-  options: CommandOptions,
+  options: CommandOptions = {},
 ): Promise<CommandRun> {
   const command = [file, ...args].join(" ");
+  const cwd = options.cwd ?? process.cwd();
   return new Promise((resolve, reject) => {
     const child = spawn(file, [...args], {
-      cwd: options.cwd,
+      cwd,
       env: options.env ?? process.env,
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
+    child.stdout?.on("data", (chunk: Buffer) => {
       stdout += chunk.toString("utf8");
     });
-    child.stderr.on("data", (chunk: Buffer) => {
+    child.stderr?.on("data", (chunk: Buffer) => {
       stderr += chunk.toString("utf8");
     });
     const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 120_000);
     child.once("error", (error) => {
       clearTimeout(timer);
-      reject(new Error(`cannot run ${command} in ${options.cwd}: ${error.message}`, { cause: error }));
+      reject(new Error(`cannot run ${command} in ${cwd}: ${error.message}`, { cause: error }));
     });
     child.once("close", (code, signal) => {
       clearTimeout(timer);
       resolve({ command, code, signal, stdout, stderr });
     });
+    if (options.input !== undefined) {
+      // A child that exits without reading its stdin must not make the write fail the run.
+      child.stdin?.on("error", () => {});
+      child.stdin?.end(options.input);
+    }
   });
 }
 

@@ -2,7 +2,6 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { gunzipSync, inflateSync } from "node:zlib";
 import { decodeOtlpJson } from "./decode-otlp-json.js";
-import { decodeOtlpProtobuf } from "./decode-otlp-protobuf.js";
 import type { ReceivedSpan } from "./received-span.js";
 
 export interface OtlpReceiverOptions {
@@ -17,8 +16,8 @@ export interface OtlpReceiver {
   readonly url: string;
   /** Every span received so far, in arrival order. */
   readonly spans: readonly ReceivedSpan[];
-  /** How many trace requests arrived, by encoding. */
-  readonly requests: { json: number; protobuf: number; rejected: number };
+  /** How many trace requests arrived: decoded, or refused (not JSON, or not decodable). */
+  readonly requests: { json: number; rejected: number };
   /** Resolves with the spans once `predicate` holds for them; rejects after `timeoutMs`. */
   waitFor(
     predicate: (spans: readonly ReceivedSpan[]) => boolean,
@@ -30,13 +29,14 @@ export interface OtlpReceiver {
 const MAX_BODY_BYTES = 32 << 20;
 
 /**
- * A minimal OTLP/HTTP collector in this process: `POST /v1/traces` as JSON or protobuf (gzip or not),
- * decoded into spans kept in memory. `/v1/metrics` and `/v1/logs` are accepted and dropped. For tests and
- * the demo's `--trace`, where there is no Jaeger.
+ * A minimal OTLP/HTTP collector in this process: `POST /v1/traces` as JSON (gzip or not), decoded into
+ * spans kept in memory; protobuf is refused with 415, so exporters pointed here are set to `http/json`.
+ * `/v1/metrics` and `/v1/logs` are accepted and dropped. For tests and the demo's `--trace`, where there is
+ * no Jaeger.
  */
 export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
-  const requests = { json: 0, protobuf: 0, rejected: 0 };
+  const requests = { json: 0, rejected: 0 };
   const watchers = new Set<() => void>();
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -54,11 +54,6 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
         spans.push(...decodeOtlpJson(raw));
         requests.json++;
         reply(res, 200, "application/json", "{}");
-      } else if (type === "application/x-protobuf") {
-        spans.push(...decodeOtlpProtobuf(raw));
-        requests.protobuf++;
-        // An empty ExportTraceServiceResponse: zero bytes of protobuf.
-        reply(res, 200, "application/x-protobuf", "");
       } else {
         requests.rejected++;
         return reply(res, 415, "text/plain", `unsupported content-type ${type}`);

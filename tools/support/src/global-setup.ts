@@ -1,11 +1,11 @@
-// Vitest globalSetup shared by the workspace packages that talk to Redis:
-//   packageTestConfig({ globalSetup: ["../../test/support/global-setup.ts"] })
+// Vitest globalSetup of the workspace packages whose tests talk to Redis:
+//   packageTestConfig({ globalSetup: ["@once/support/global-setup"] })
 //
-// 1. Fails the run (never skips it) when no Redis answers at REDIS_URL (default redis://127.0.0.1:6379).
-// 2. Unless REDIS_CLUSTER_NODES is already set, starts a three-master Redis Cluster with
-//    scripts/redis-cluster.mjs and sets REDIS_CLUSTER_NODES for the test workers (they inherit the
-//    environment of this process, which is where globalSetup runs); it is also `provide`d as
-//    "redisClusterNodes" (typed by the ProvidedContext augmentation in services.ts). The teardown stops that cluster.
+// 1. Fails the run (never skips it) when no Redis answers at REDIS_URL (default redis://127.0.0.1:6379);
+//    with no REDIS_URL and nothing on 127.0.0.1:6379, it starts a redis-server of its own first.
+// 2. Unless REDIS_CLUSTER_NODES is already set, starts a three-master Redis Cluster and sets
+//    REDIS_CLUSTER_NODES for the test workers (they inherit the environment of this process, which is where
+//    globalSetup runs); it is also `provide`d as "redisClusterNodes". The teardown stops that cluster.
 // 3. Points ONCE_TEST_REDIS_REGISTRY at a temp dir where startRedisServer() records its processes, and the
 //    teardown kills any a crashed or killed worker left behind.
 // 4. Reaps clusters and servers left behind by an earlier vitest process that was killed before its teardown
@@ -22,50 +22,50 @@ import {
 } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
-import { runCommand } from "./run-command.js";
-import {
-  pingRedis,
-  REGISTRY_ENV,
-  type RedisServerHandle,
-  rawCommand,
-  redisUrl,
-  startRedisServer,
-} from "./services.js";
+import { pingRedis } from "./ping-redis.js";
+import { isRedisServerProcess, processAlive } from "./process-alive.js";
+import { parseRedisUrl, redisUrl } from "./redis-address.js";
+import { startRedisCluster, stopRedisCluster } from "./redis-cluster.js";
+import { redisCommand } from "./redis-command.js";
+import { REGISTRY_ENV, type RedisServerHandle, startRedisServer } from "./redis-server.js";
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const clusterScript = path.join(repoRoot, "scripts/redis-cluster.mjs");
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** Set by @once/support/global-setup: the same value as REDIS_CLUSTER_NODES. */
+    redisClusterNodes: string;
+  }
+}
+
 const verbose = Boolean(process.env.ONCE_TEST_VERBOSE);
 
 function say(message: string): void {
   if (verbose) process.stderr.write(`[global-setup] ${message}\n`);
 }
 
+const clusterLog = (message: string) => say(`redis-cluster: ${message}`);
+
 /** Throws a clear error unless a Redis answers PING at `url`. */
 async function assertRedisAnswers(url: string): Promise<void> {
-  let parsed: URL;
+  let parts: ReturnType<typeof parseRedisUrl>;
   try {
-    parsed = new URL(url);
+    parts = parseRedisUrl(url);
   } catch {
     throw new Error(`REDIS_URL is not a valid URL: ${JSON.stringify(url)}`);
   }
-  if (parsed.protocol !== "redis:") {
+  if (parts.protocol !== "redis:") {
     // rediss:// and unix sockets: leave the check to the client the tests create.
-    say(`not checking ${parsed.protocol} URL ${url}`);
+    say(`not checking ${parts.protocol} URL ${url}`);
     return;
   }
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1") || "127.0.0.1";
-  const port = parsed.port ? Number(parsed.port) : 6379;
-  const password = parsed.password ? decodeURIComponent(parsed.password) : undefined;
-  const username = parsed.username ? decodeURIComponent(parsed.username) : undefined;
+  const { host, port, ...auth } = parts;
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const reply = await rawCommand(host, port, ["PING"], {
+      const reply = await redisCommand(host, port, ["PING"], {
         timeoutMs: 2000,
-        ...(password !== undefined ? { password } : {}),
-        ...(username !== undefined ? { username } : {}),
+        ...(auth.password !== undefined ? { password: auth.password } : {}),
+        ...(auth.username !== undefined ? { username: auth.username } : {}),
       });
       if (reply === "PONG") return;
       lastError = new Error(`unexpected reply ${JSON.stringify(reply)}`);
@@ -84,17 +84,6 @@ async function assertRedisAnswers(url: string): Promise<void> {
   );
 }
 
-async function runClusterScript(action: "start" | "stop", dir: string): Promise<string> {
-  const run = await runCommand(process.execPath, [clusterScript, action, "--dir", dir], {
-    cwd: process.cwd(),
-  });
-  if (verbose && run.stderr.trim()) process.stderr.write(run.stderr);
-  if (run.code === 0) return run.stdout;
-  throw new Error(
-    `node scripts/redis-cluster.mjs ${action} failed (exit ${run.code}):\n${run.stderr.trim()}`,
-  );
-}
-
 const OWNER_FILE = "owner.json";
 const CLUSTER_PREFIX = "once-cluster-";
 const REGISTRY_PREFIX = "once-redis-registry-";
@@ -104,15 +93,6 @@ function makeOwnedTempDir(prefix: string): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
   writeFileSync(path.join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, startedAt: Date.now() }));
   return dir;
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 function ownerPid(dir: string): number | undefined {
@@ -131,13 +111,12 @@ function reapRegisteredServers(registry: string): void {
     if (name === OWNER_FILE) continue;
     const file = path.join(registry, name);
     try {
-      const entry = JSON.parse(readFileSync(file, "utf8")) as {
+      const { pid, port, dir } = JSON.parse(readFileSync(file, "utf8")) as {
         pid?: unknown;
         port?: unknown;
         dir?: unknown;
       };
-      const { pid, port, dir } = entry;
-      if (typeof pid === "number" && typeof port === "number" && isRedisServer(pid, port)) {
+      if (typeof pid === "number" && typeof port === "number" && isRedisServerProcess(pid, port)) {
         process.kill(pid, "SIGKILL");
         process.stderr.write(`[global-setup] killed leftover redis-server pid ${pid} on port ${port}\n`);
       }
@@ -149,15 +128,6 @@ function reapRegisteredServers(registry: string): void {
     }
   }
   rmSync(registry, { recursive: true, force: true });
-}
-
-function isRedisServer(pid: number, port: number): boolean {
-  try {
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-    return cmdline.includes("redis-server") && cmdline.includes(String(port));
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -185,7 +155,7 @@ async function reapOrphans(): Promise<void> {
       continue;
     }
     if (isCluster) {
-      await runClusterScript("stop", path.join(dir, "cluster")).catch(() => {});
+      await stopRedisCluster(path.join(dir, "cluster"), { log: clusterLog }).catch(() => {});
       rmSync(dir, { recursive: true, force: true });
       say(`reaped an orphaned Redis Cluster in ${dir} (owner pid ${pid} is gone)`);
     } else {
@@ -217,7 +187,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw error;
   }
 
-  // <tmp>/once-cluster-XXXX/{owner.json, cluster/}: the script wants an empty or missing dir of its own.
+  // <tmp>/once-cluster-XXXX/{owner.json, cluster/}: the cluster wants an empty or missing dir of its own.
   let clusterHome: string | undefined;
   const existing = process.env.REDIS_CLUSTER_NODES?.trim();
   if (existing) {
@@ -227,16 +197,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     clusterHome = makeOwnedTempDir(CLUSTER_PREFIX);
     const clusterDir = path.join(clusterHome, "cluster");
     try {
-      const stdout = await runClusterScript("start", clusterDir);
-      const nodes = /^REDIS_CLUSTER_NODES=(.+)$/m.exec(stdout)?.[1]?.trim();
-      if (!nodes) {
-        throw new Error(`scripts/redis-cluster.mjs printed no REDIS_CLUSTER_NODES line:\n${stdout}`);
-      }
+      const { nodes } = await startRedisCluster(clusterDir, { log: clusterLog });
       process.env.REDIS_CLUSTER_NODES = nodes;
       project.provide("redisClusterNodes", nodes);
       say(`started a Redis Cluster: REDIS_CLUSTER_NODES=${nodes} (dir ${clusterDir})`);
     } catch (error) {
-      await runClusterScript("stop", clusterDir).catch(() => {});
+      await stopRedisCluster(clusterDir).catch(() => {});
       rmSync(clusterHome, { recursive: true, force: true });
       reapRegisteredServers(registry);
       throw error;
@@ -254,7 +220,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     if (clusterHome) {
       delete process.env.REDIS_CLUSTER_NODES;
       try {
-        await runClusterScript("stop", path.join(clusterHome, "cluster"));
+        await stopRedisCluster(path.join(clusterHome, "cluster"), { log: clusterLog });
       } finally {
         rmSync(clusterHome, { recursive: true, force: true });
       }

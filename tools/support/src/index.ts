@@ -1,0 +1,35 @@
+export { type ClusterScanDelClient, cleanupPrefix, type ScanDelClient } from "./cleanup-prefix.js";
+export { MissingRedisServerError } from "./errors.js";
+export { freePort, portIsFree } from "./free-port.js";
+export {
+  type ChildEvent,
+  type EventMatch,
+  type ExitStatus,
+  NodeChild,
+  type NodeChildOptions,
+} from "./node-child.js";
+export { pingRedis, waitForRedis } from "./ping-redis.js";
+export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";
+export {
+  clusterNodes,
+  parseNodeList,
+  parseRedisUrl,
+  type RedisNodeAddress,
+  type RedisUrlParts,
+  redisUrl,
+} from "./redis-address.js";
+export {
+  type RedisCluster,
+  type RedisClusterOptions,
+  startRedisCluster,
+  stopRedisCluster,
+} from "./redis-cluster.js";
+export { type RedisCommandOptions, redisCommand } from "./redis-command.js";
+export {
+  type RedisServerHandle,
+  type RedisServerOptions,
+  redisServerBin,
+  startRedisServer,
+  stopAllRedisServers,
+} from "./redis-server.js";
+export { type CommandOptions, type CommandRun, describeRun, runCommand } from "./run-command.js";
