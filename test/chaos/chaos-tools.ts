@@ -242,5 +242,3 @@ export function chaosTools(options: ChaosToolOptions) {
 
   return { chargeCard, openTicket, sendReceipt, all: [chargeCard, openTicket, sendReceipt] as const };
 }
-
-export type ChaosTools = ReturnType<typeof chaosTools>;

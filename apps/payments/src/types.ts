@@ -59,12 +59,6 @@ export interface EffectRecords {
   tickets: Ticket;
 }
 
-export interface EffectInputs {
-  charges: ChargeInput;
-  emails: EmailInput;
-  tickets: TicketInput;
-}
-
 /** What a search matches: every given field must be equal (`GET /charges?orderId=…&metadata.once_key=…`). */
 export interface EffectQuery {
   orderId?: string;
