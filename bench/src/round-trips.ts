@@ -1,5 +1,3 @@
-import type { CallData } from "@once/bullmq";
-import { CALL_VERSION } from "@once/bullmq/internal";
 import { deriveKey, fingerprint, jobIdForKey, type OnceStore } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, Worker } from "bullmq";
@@ -8,7 +6,7 @@ import type { BenchContext } from "./bench-context.js";
 import { countSentCommands } from "./sent-commands.js";
 import { commandCalls, commandDelta } from "./server-stats.js";
 import { round } from "./stats.js";
-import { INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+import { benchCall, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
 
 export const OUTCOMES = ["acquired", "replay", "in_flight", "reconcile"] as const;
 export type Outcome = (typeof OUTCOMES)[number];
@@ -135,16 +133,7 @@ export async function countRoundTrips(ctx: BenchContext, jobs = 1_000): Promise<
     const queue = new Queue(queueName, { connection: queueClient, prefix: bullPrefix });
     await queue.addBulk(
       keys.map((key, i) => {
-        const data: CallData = {
-          v: CALL_VERSION,
-          tool: TOOL_NAME,
-          kind: "effect",
-          callId: `${queueName}-${i}`,
-          namespace: "bench",
-          taskId,
-          stepId: String(i),
-          input: INPUT,
-        };
+        const data = benchCall(queueName, taskId, i);
         return {
           name: TOOL_NAME,
           data,

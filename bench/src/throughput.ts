@@ -1,5 +1,3 @@
-import type { CallData } from "@once/bullmq";
-import { CALL_VERSION } from "@once/bullmq/internal";
 import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, Worker } from "bullmq";
@@ -8,7 +6,7 @@ import { interleave } from "./interleave.js";
 import { profiled } from "./profiler.js";
 import { median } from "./stats.js";
 import { type Usage, withUsage } from "./usage.js";
-import { INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+import { benchCall, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
 
 /** One side of the worker comparison: the plain processor, or a build of once running or replaying. */
 export interface WorkerSide {
@@ -79,16 +77,7 @@ export async function compareWorkers(
     const taskId = `${ctx.prefix}${queueName}`;
     const queue = new Queue(queueName, { connection: queueConnection, prefix: bullPrefix });
     const calls = Array.from({ length: jobs }, (_, i) => {
-      const data: CallData = {
-        v: CALL_VERSION,
-        tool: TOOL_NAME,
-        kind: "effect",
-        callId: `${queueName}-${i}`,
-        namespace: "bench",
-        taskId,
-        stepId: String(i),
-        input: INPUT,
-      };
+      const data = benchCall(queueName, taskId, i);
       const key = deriveKey({ namespace: "bench", taskId, stepId: String(i) });
       return { data, key };
     });

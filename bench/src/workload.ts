@@ -1,3 +1,5 @@
+import type { CallData } from "@once/bullmq";
+import { CALL_VERSION } from "@once/bullmq/internal";
 import { type AnyTool, defineTool } from "@once/core";
 import { z } from "zod";
 
@@ -41,4 +43,18 @@ export function noopEffectTool(result: z.input<typeof output> = RESULT_100): Any
     run: () => result,
     reconcile: async () => ({ applied: true, result }),
   });
+}
+
+/** Job `i` of a bench queue: the bench tool's call for step `i` of `taskId`, as a dispatcher enqueues it. */
+export function benchCall(queueName: string, taskId: string, i: number): CallData {
+  return {
+    v: CALL_VERSION,
+    tool: TOOL_NAME,
+    kind: "effect",
+    callId: `${queueName}-${i}`,
+    namespace: "bench",
+    taskId,
+    stepId: String(i),
+    input: INPUT,
+  };
 }

@@ -8,30 +8,15 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { deriveKey } from "@once/core";
-import { PaymentsClient, type PaymentsServer, startPaymentsServer } from "@once/payments";
-import { RedisStore } from "@once/redis";
-import { cleanupPrefix, describeRun, randomPrefix, redisUrl, runCommand } from "@once/support";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PaymentsClient } from "@once/payments";
+import { describeRun, redisUrl, runCommand } from "@once/support";
+import { describe, expect, it } from "vitest";
 import type { AgentProcessConfig, KillPoint } from "./agent-process.js";
+import { payments, prefix, store, useAgentWorld } from "./agent-world.js";
 
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const prefix = randomPrefix("ai-crash");
-let redis: Redis;
-let store: RedisStore;
-let payments: PaymentsServer;
 
-beforeAll(async () => {
-  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-  store = await RedisStore.create({ redis, prefix });
-  payments = await startPaymentsServer({ latency: { fixedMs: 5 } });
-});
-
-afterAll(async () => {
-  await payments.close();
-  await cleanupPrefix(redis, prefix);
-  redis.disconnect();
-});
+useAgentWorld("ai-crash");
 
 interface AgentEvent {
   event: string;
@@ -62,6 +47,19 @@ async function recordedTurns(taskId: string): Promise<number[]> {
   return turns;
 }
 
+/** One order's task, run by an orchestrator process on this file's store and provider; leases of 1 s. */
+function configFor(orderId: string): AgentProcessConfig {
+  return {
+    redisUrl: redisUrl(),
+    prefix,
+    paymentsUrl: payments.url,
+    taskId: `task-${orderId}`,
+    orderId,
+    prompt: "Settle the order: read it, charge it, email the receipt, mark it paid.",
+    leaseMs: 1_000,
+  };
+}
+
 const SHAPE = [["get_order"], ["charge_customer", "send_email"], ["set_status"], []];
 const shapeOf = (steps: AgentEvent["steps"]) => steps?.map((calls) => calls.map((c) => c.tool).sort());
 
@@ -70,15 +68,7 @@ describe("an agent orchestrator SIGKILLed, then resumed with the same taskId", (
     "killed at %s: no duplicate effect, no recorded turn asked again, the transcript of an uninterrupted run",
     async (killAt) => {
       const orderId = `order-${killAt}-${process.pid}`;
-      const config: AgentProcessConfig = {
-        redisUrl: redisUrl(),
-        prefix,
-        paymentsUrl: payments.url,
-        taskId: `task-${orderId}`,
-        orderId,
-        prompt: "Settle the order: read it, charge it, email the receipt, mark it paid.",
-        leaseMs: 1_000,
-      };
+      const config = configFor(orderId);
       const crashed = await runAgentProcess({ ...config, killAt });
       expect(crashed.run.signal, describeRun(crashed.run)).toBe("SIGKILL");
       expect(crashed.events.at(-1)).toMatchObject({ event: "killed", point: killAt });
@@ -106,15 +96,7 @@ describe("an agent orchestrator SIGKILLed, then resumed with the same taskId", (
 
   it("two orchestrators resuming the same task at once: one model call per turn, one effect per call", async () => {
     const orderId = `order-two-${process.pid}`;
-    const config: AgentProcessConfig = {
-      redisUrl: redisUrl(),
-      prefix,
-      paymentsUrl: payments.url,
-      taskId: `task-${orderId}`,
-      orderId,
-      prompt: "Settle the order: read it, charge it, email the receipt, mark it paid.",
-      leaseMs: 1_000,
-    };
+    const config = configFor(orderId);
     const crashed = await runAgentProcess({ ...config, killAt: "tool-call" });
     expect(crashed.run.signal, describeRun(crashed.run)).toBe("SIGKILL");
     const recorded = await recordedTurns(config.taskId);

@@ -4,33 +4,15 @@ import {
   InvalidToolError,
   ResultTooLargeError,
 } from "@once/core";
-import { type PaymentsServer, startPaymentsServer } from "@once/payments";
-import { RedisStore } from "@once/redis";
-import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { generateText, stepCountIs, streamText, ToolLoopAgent, tool } from "ai";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { onceTask, RecordedTurnMismatchError } from "../src/index.js";
 import { agentTools } from "./agent-tools.js";
+import { payments, store, useAgentWorld } from "./agent-world.js";
 import { orderAgentModel } from "./order-agent-model.js";
 
-let redis: Redis;
-let store: RedisStore;
-let payments: PaymentsServer;
-const prefix = randomPrefix("ai");
-
-beforeAll(async () => {
-  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-  store = await RedisStore.create({ redis, prefix });
-  payments = await startPaymentsServer({ latency: { fixedMs: 5 } });
-});
-
-afterAll(async () => {
-  await payments.close();
-  await cleanupPrefix(redis, prefix);
-  redis.disconnect();
-});
+useAgentWorld("ai");
 
 let serial = 0;
 const newOrder = () => `order-${process.pid}-${++serial}`;

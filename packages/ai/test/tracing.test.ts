@@ -1,14 +1,11 @@
-import { type PaymentsServer, startPaymentsServer } from "@once/payments";
-import { RedisStore } from "@once/redis";
-import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { generateText, stepCountIs } from "ai";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { onceTask } from "../src/index.js";
 import { agentTools } from "./agent-tools.js";
+import { payments, store, useAgentWorld } from "./agent-world.js";
 import { orderAgentModel } from "./order-agent-model.js";
 
 const spans = new InMemorySpanExporter();
@@ -17,22 +14,7 @@ trace.setGlobalTracerProvider(
 );
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 
-let redis: Redis;
-let store: RedisStore;
-let payments: PaymentsServer;
-const prefix = randomPrefix("ai-tracing");
-
-beforeAll(async () => {
-  redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-  store = await RedisStore.create({ redis, prefix });
-  payments = await startPaymentsServer({ latency: "none" });
-});
-
-afterAll(async () => {
-  await payments.close();
-  await cleanupPrefix(redis, prefix);
-  redis.disconnect();
-});
+useAgentWorld("ai-tracing", 0);
 
 it("a turn's model call is a span with the GenAI names; a replayed turn is a dedup hit linked to the span that recorded it", async () => {
   const orderId = `order-trace-${process.pid}`;

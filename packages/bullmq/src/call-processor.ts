@@ -15,19 +15,16 @@ import {
 } from "@once/core";
 import { SpanKind } from "@opentelemetry/api";
 import { DelayedError, type Job } from "bullmq";
-import {
-  ATTR_ONCE_ATTEMPT,
-  ATTR_ONCE_KEY,
-  ATTR_ONCE_KIND,
-  ATTR_ONCE_NAMESPACE,
-  ATTR_ONCE_STEP_ID,
-  ATTR_ONCE_TASK_ID,
-  ATTR_ONCE_TOOL,
-  EVENT_LEASE_LOST,
-} from "./attributes.js";
+import { ATTR_ONCE_ATTEMPT, ATTR_ONCE_KEY, EVENT_LEASE_LOST } from "./attributes.js";
 import { CallFlow, type Delivery, type EffectStep } from "./call-flow.js";
 import { ToolRegistry } from "./registry.js";
-import { consumerAttributes, contextFromCarrier, Telemetry, type TelemetryOptions } from "./telemetry.js";
+import {
+  callAttributes,
+  consumerAttributes,
+  contextFromCarrier,
+  Telemetry,
+  type TelemetryOptions,
+} from "./telemetry.js";
 import {
   assertSameDeclaration,
   type CallData,
@@ -104,13 +101,7 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
         } catch (error) {
           throw unrecoverable(error as Error);
         }
-        span.setAttributes({
-          [ATTR_ONCE_TOOL]: tool.name,
-          [ATTR_ONCE_KIND]: tool.kind,
-          [ATTR_ONCE_NAMESPACE]: call.namespace,
-          ...(call.taskId === undefined ? {} : { [ATTR_ONCE_TASK_ID]: call.taskId }),
-          ...(call.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: call.stepId }),
-        });
+        span.setAttributes(callAttributes(tool, call));
         telemetry.payload(span, "input", call.input);
         const delivery = bullmqDelivery(job, token, signal);
         try {

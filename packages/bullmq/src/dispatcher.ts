@@ -27,12 +27,8 @@ import {
   ATTR_ONCE_ENQUEUES,
   ATTR_ONCE_JOINED,
   ATTR_ONCE_KEY,
-  ATTR_ONCE_KIND,
-  ATTR_ONCE_NAMESPACE,
   ATTR_ONCE_REPLAYED,
-  ATTR_ONCE_STEP_ID,
   ATTR_ONCE_STORED_STATE,
-  ATTR_ONCE_TASK_ID,
   ATTR_ONCE_TIMEOUT_MS,
   ATTR_ONCE_TOOL,
   EVENT_DEDUP_HIT,
@@ -41,7 +37,13 @@ import {
 } from "./attributes.js";
 import { JobFailedError } from "./errors.js";
 import { ToolRegistry } from "./registry.js";
-import { currentTraceCarrier, producerAttributes, Telemetry, type TelemetryOptions } from "./telemetry.js";
+import {
+  callAttributes,
+  currentTraceCarrier,
+  producerAttributes,
+  Telemetry,
+  type TelemetryOptions,
+} from "./telemetry.js";
 import { CALL_VERSION, type CallData, type CallOutcome, failedErrorName } from "./wire.js";
 
 export interface DispatcherOptions {
@@ -221,13 +223,7 @@ export class Dispatcher {
     options: CallOptionsFor<T> = {} as CallOptionsFor<T>,
   ): Promise<CallResult<OutputOf<T>>> {
     const namespace = options.namespace ?? this.#defaults.namespace;
-    const attributes = {
-      [ATTR_ONCE_TOOL]: tool.name,
-      [ATTR_ONCE_KIND]: tool.kind,
-      [ATTR_ONCE_NAMESPACE]: namespace,
-      ...(options.taskId === undefined ? {} : { [ATTR_ONCE_TASK_ID]: options.taskId }),
-      ...(options.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: options.stepId }),
-    };
+    const attributes = callAttributes(tool, { ...options, namespace });
     const result = await this.#telemetry.span(`call ${tool.name}`, { attributes }, async (span) => {
       this.#registry.resolve(tool);
       const key = tool.kind === "effect" ? effectKey(tool.name, { ...options, namespace }) : undefined;

@@ -12,19 +12,11 @@ import {
   validateKeyPart,
 } from "@once/core";
 import { toStoredError } from "@once/core/internal";
-import {
-  ATTR_ONCE_ATTEMPT,
-  ATTR_ONCE_KIND,
-  ATTR_ONCE_NAMESPACE,
-  ATTR_ONCE_REPLAYED,
-  ATTR_ONCE_STEP_ID,
-  ATTR_ONCE_TASK_ID,
-  ATTR_ONCE_TOOL,
-} from "./attributes.js";
+import { ATTR_ONCE_ATTEMPT, ATTR_ONCE_REPLAYED } from "./attributes.js";
 import { CallFlow, type Delivery, type FlowOutcome } from "./call-flow.js";
 import type { CallOptions, CallOptionsFor, EffectCallOptions } from "./dispatcher.js";
 import { ToolRegistry } from "./registry.js";
-import { Telemetry, type TelemetryOptions } from "./telemetry.js";
+import { callAttributes, Telemetry, type TelemetryOptions } from "./telemetry.js";
 
 export interface InProcessOptions {
   store: OnceStore;
@@ -101,13 +93,7 @@ export class InProcess {
     },
   ): Promise<InProcessResult<OutputOf<T>>> {
     const namespace = options.namespace ?? this.#namespace;
-    const attributes = {
-      [ATTR_ONCE_TOOL]: tool.name,
-      [ATTR_ONCE_KIND]: tool.kind,
-      [ATTR_ONCE_NAMESPACE]: namespace,
-      ...(options.taskId === undefined ? {} : { [ATTR_ONCE_TASK_ID]: options.taskId }),
-      ...(options.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: options.stepId }),
-    };
+    const attributes = callAttributes(tool, { ...options, namespace });
     return this.#telemetry.span(`run ${tool.name}`, { attributes }, async (span) => {
       this.#registry.resolve(tool);
       const key = tool.kind === "effect" ? effectKey(tool.name, { ...options, namespace }) : undefined;

@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import type { AnyTool } from "@once/core";
 import {
   type Attributes,
   type Context,
@@ -24,8 +25,12 @@ import {
   ATTR_MESSAGING_OPERATION_TYPE,
   ATTR_MESSAGING_SYSTEM,
   ATTR_ONCE_INPUT,
+  ATTR_ONCE_KIND,
+  ATTR_ONCE_NAMESPACE,
   ATTR_ONCE_OUTCOME,
   ATTR_ONCE_RESULT,
+  ATTR_ONCE_STEP_ID,
+  ATTR_ONCE_TASK_ID,
   ATTR_ONCE_TOOL,
   METRIC_CLAIM_DURATION,
   METRIC_DISPATCHER_REENQUEUES,
@@ -139,6 +144,20 @@ export class Telemetry {
     }
     span.setAttribute(which === "input" ? ATTR_ONCE_INPUT : ATTR_ONCE_RESULT, text.slice(0, PAYLOAD_LIMIT));
   }
+}
+
+/** The attributes that name a call: its tool and kind, and the parts of its key. */
+export function callAttributes(
+  tool: AnyTool,
+  step: { namespace: string; taskId?: string | undefined; stepId?: string | undefined },
+): Attributes {
+  return {
+    [ATTR_ONCE_TOOL]: tool.name,
+    [ATTR_ONCE_KIND]: tool.kind,
+    [ATTR_ONCE_NAMESPACE]: step.namespace,
+    ...(step.taskId === undefined ? {} : { [ATTR_ONCE_TASK_ID]: step.taskId }),
+    ...(step.stepId === undefined ? {} : { [ATTR_ONCE_STEP_ID]: step.stepId }),
+  };
 }
 
 /** Attributes of a BullMQ consumer span. */
