@@ -194,9 +194,13 @@ export class Dispatcher {
     const connection = options.queue.opts.connection as { duplicate?: () => Closable };
     // QueueEvents blocks its connection: it needs one of its own.
     const owned = typeof connection.duplicate === "function" ? connection.duplicate() : undefined;
+    // Read the queue's events from the last one there now, not from whenever the first blocking read goes
+    // out ("$"): an event between now and then — a `duplicated` that carries a conflict, a completion — would
+    // be missed, and this dispatcher would wait for an answer that already came.
     const events = new QueueEvents(options.queue.name, {
       connection: (owned ?? connection) as never,
       prefix: options.queue.opts.prefix,
+      ...(await lastEventId(options.queue)),
     });
     let dispatcher: Dispatcher;
     try {
@@ -519,6 +523,17 @@ type SettledRecord = OnceRecord & { state: "done" | "failed" };
 
 function isSettled(record: OnceRecord | undefined): record is SettledRecord {
   return record?.state === "done" || record?.state === "failed";
+}
+
+/** The id of the newest event of the queue's stream, read on the queue's own connection when it is a client. */
+async function lastEventId(queue: Queue): Promise<{ lastEventId?: string }> {
+  const client = queue.opts.connection as {
+    xrevrange?: (key: string, end: string, start: string, count: "COUNT", n: number) => Promise<[string][]>;
+  };
+  if (typeof client.xrevrange !== "function") return {};
+  const eventsKey = `${queue.opts.prefix ?? "bull"}:${queue.name}:events`;
+  const [newest] = await client.xrevrange(eventsKey, "+", "-", "COUNT", 1);
+  return { lastEventId: newest?.[0] ?? "0-0" };
 }
 
 function definedOnly<T extends object>(value: T): Partial<T> {
