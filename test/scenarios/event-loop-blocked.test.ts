@@ -13,7 +13,7 @@
 // is released and its own completion is refused as lost.
 
 import { describe, expect, it } from "vitest";
-import { FAST_RECOVERY, withScenario } from "./scenario.js";
+import { FAST_RECOVERY, type Scenario, withScenario } from "./scenario.js";
 
 describe("scenario 2: a worker's event loop blocked past lockDuration", () => {
   it("blocked after the charge: the second worker reconciles; one charge, the caller gets its id", () =>
@@ -55,75 +55,49 @@ describe("scenario 2: a worker's event loop blocked past lockDuration", () => {
 
   it("blocked in prepare: the second worker takes over and charges; the first never begins the effect", () =>
     withScenario({ label: "blocked-in-prepare", worker: FAST_RECOVERY }, async (s) => {
-      const gate = s.gateFile("blocked");
-      const first = await s.startWorker(
-        { api: "with-once", pause: { at: "prepare", mode: "block", gateFile: gate } },
-        "blocked",
-      );
-      const dispatcher = await s.dispatcher();
-      const step = { taskId: "task-stall", stepId: "charge-1" };
-      const call = dispatcher.call(
-        s.tools.chargeCustomerPrepared,
-        { orderId: "order_2b", amount: 700 },
-        step,
-      );
-
-      await first.waitFor("paused");
-      const second = await s.startWorker({}, "second");
-
-      const { result } = await call;
-      const charged = await second.waitFor("charged");
-      expect(charged.fence).toBe(2);
-      expect(result.chargeId).toBe(charged.chargeId);
-
-      s.openGate(gate);
-      const threw = await first.waitFor("processor-threw");
-      expect(threw.error).toMatchObject({ name: "LeaseLostError" });
+      const { first, result, step } = await blockedUntilTakenOver(s, "prepare", "order_2b");
       expect(first.all("run-entered")).toHaveLength(0);
 
       const record = await s.record(step.taskId, step.stepId);
       expect(record).toMatchObject({ state: "done", fence: 2 });
       expect(JSON.parse(record?.result ?? "null")).toEqual(result);
-
-      const charges = s.charges();
-      expect(charges.total).toBe(1);
-      expect(charges.byOrder.order_2b).toBe(1);
-      expect(charges.duplicates).toBe(0);
+      expect(s.charges()).toMatchObject({ total: 1, byOrder: { order_2b: 1 }, duplicates: 0 });
     }));
 
   it("blocked right before the provider request: ctx.assertLease() hears lost and nothing is sent", () =>
     withScenario({ label: "blocked-before-send", worker: FAST_RECOVERY }, async (s) => {
-      const gate = s.gateFile("blocked");
-      const first = await s.startWorker(
-        { api: "with-once", pause: { at: "before-charge", mode: "block", gateFile: gate } },
-        "blocked",
-      );
-      const dispatcher = await s.dispatcher();
-      const step = { taskId: "task-stall", stepId: "charge-1" };
-      // Prepared: its look-up at the provider leaves a connection open, so the request would leave at once.
-      const call = dispatcher.call(
-        s.tools.chargeCustomerPrepared,
-        { orderId: "order_2c", amount: 700 },
-        step,
-      );
-
-      await first.waitFor("paused");
-      const second = await s.startWorker({}, "second");
-      const { result } = await call;
-      const charged = await second.waitFor("charged");
-      expect(charged.fence).toBe(2);
-      expect(result.chargeId).toBe(charged.chargeId);
-
-      s.openGate(gate);
-      const threw = await first.waitFor("processor-threw");
-      expect(threw.error).toMatchObject({ name: "LeaseLostError" });
+      const { first } = await blockedUntilTakenOver(s, "before-charge", "order_2c");
       // Unblocked, it went on with a signal nobody had aborted yet: only the lease check stood in its way.
       expect(first.all("resumed")).toMatchObject([{ aborted: false }]);
       expect(first.all("charged")).toHaveLength(0);
-
-      const charges = s.charges();
-      expect(charges.total).toBe(1);
-      expect(charges.byOrder.order_2c).toBe(1);
-      expect(charges.duplicates).toBe(0);
+      expect(s.charges()).toMatchObject({ total: 1, byOrder: { order_2c: 1 }, duplicates: 0 });
     }));
 });
+
+/**
+ * A worker blocked at `at` while charging `orderId` with the prepared tool (its look-up leaves a connection to
+ * the provider open, so a request would leave at once); a second worker takes the key over and charges (fence
+ * 2); then the first is unblocked and ends its attempt with LeaseLostError.
+ */
+async function blockedUntilTakenOver(s: Scenario, at: "prepare" | "before-charge", orderId: string) {
+  const gate = s.gateFile("blocked");
+  const first = await s.startWorker(
+    { api: "with-once", pause: { at, mode: "block", gateFile: gate } },
+    "blocked",
+  );
+  const dispatcher = await s.dispatcher();
+  const step = { taskId: "task-stall", stepId: "charge-1" };
+  const call = dispatcher.call(s.tools.chargeCustomerPrepared, { orderId, amount: 700 }, step);
+
+  await first.waitFor("paused");
+  const second = await s.startWorker({}, "second");
+  const { result } = await call;
+  const charged = await second.waitFor("charged");
+  expect(charged.fence).toBe(2);
+  expect(result.chargeId).toBe(charged.chargeId);
+
+  s.openGate(gate);
+  const threw = await first.waitFor("processor-threw");
+  expect(threw.error).toMatchObject({ name: "LeaseLostError" });
+  return { first, result, step };
+}

@@ -74,7 +74,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
   for (const candidate of options.tools) byName.set(checkedTool(candidate).name, candidate);
 
   /** The model calls of this run waiting for their turn's record: `run` of the turn tool picks them up. */
-  const asking = new Map<string, (signal: AbortSignal) => Promise<RecordedTurn>>();
+  const asking = new Map<string, () => Promise<RecordedTurn>>();
   const turnTool = defineTool({
     name: TURN_TOOL,
     kind: "effect",
@@ -84,6 +84,8 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
       .loose(),
     output: z.custom<RecordedTurn>((value) => typeof value === "object" && value !== null),
     run: (input, ctx) => {
+      // The model call itself is aborted by the SDK's own signal (in its params), not by the turn's lease: a
+      // call that outlived its lease is not recorded (its complete is refused), and the turn is asked again.
       const ask = asking.get(ctx.stepId);
       if (!ask) throw new Error(`no model call is waiting for ${ctx.stepId}`);
       // The span of the effect is the model call: it gets the GenAI semantic conventions' names (no prompt or
@@ -93,14 +95,14 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
         "gen_ai.provider.name": input.provider,
         "gen_ai.request.model": input.modelId,
       });
-      return ask(ctx.signal);
+      return ask();
     },
     // A model call changes nothing outside: if its owner died, ask again.
     reconcile: async () => ({ applied: false }),
     classifyError: () => "not_applied",
     ...(options.turnLeaseMs === undefined ? {} : { leaseMs: options.turnLeaseMs }),
   });
-  const journaled = [...byName.values()].map(journal);
+  const journaled = new Map([...byName].map(([name, declared]) => [name, journal(declared)]));
   const maxResultBytes =
     options.maxResultBytes === undefined ? {} : { maxResultBytes: options.maxResultBytes };
   // One attempt per turn: a failed model call is the SDK's to retry (its own `maxRetries`), as the same turn.
@@ -113,7 +115,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
   });
   const calls = new InProcess({
     store: options.store,
-    tools: journaled,
+    tools: [...journaled.values()],
     namespace,
     ...maxResultBytes,
     ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
@@ -127,7 +129,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
     mode: TurnMode,
     model: ModelOfCall,
     params: ModelCallParams,
-    ask: (signal: AbortSignal) => Promise<RecordedTurn>,
+    ask: () => Promise<RecordedTurn>,
   ): Promise<RecordedTurn> {
     // A turn's number is taken when it succeeds: a failed call the SDK retries is the same turn.
     const turn = nextTurn;
@@ -185,7 +187,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
 
   const tools: Record<string, Tool> = {};
   for (const [name, declared] of byName) {
-    const runnable = journaled.find((t) => t.name === name) as AnyTool;
+    const runnable = journaled.get(name) as AnyTool;
     tools[name] = tool({
       ...(declared.description === undefined ? {} : { description: declared.description }),
       inputSchema: declared.input,

@@ -1,10 +1,14 @@
+import { Dispatcher, OnceWorker } from "@once/bullmq";
 import {
   IdempotencyConflictError,
   InvalidKeyPartError,
   InvalidToolError,
   ResultTooLargeError,
 } from "@once/core";
+import { redisUrl } from "@once/support";
 import { generateText, stepCountIs, streamText, ToolLoopAgent, tool } from "ai";
+import { Queue } from "bullmq";
+import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { onceTask, RecordedTurnMismatchError } from "../src/index.js";
@@ -75,6 +79,48 @@ describe("onceTask with generateText", () => {
     await expect(changed).rejects.toThrow(IdempotencyConflictError);
     await expect(changed).rejects.toThrow(/^turn 0 of task "task-order-/);
     expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+  });
+});
+
+describe("onceTask with effect tools on workers", () => {
+  it("dispatches the effect tools through a Dispatcher to a worker: resumed, nothing is asked or charged again", async () => {
+    const orderId = newOrder();
+    const taskId = `task-${orderId}`;
+    const queueName = `ai-${orderId}`;
+    const connection = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName, { connection });
+    const workerTools = agentTools(payments.url);
+    const worker = await OnceWorker.create({ queueName, connection, store, tools: workerTools.all });
+    try {
+      const run = async () => {
+        const tools = agentTools(payments.url);
+        const dispatcher = await Dispatcher.create({ queue, store, tools: tools.all });
+        try {
+          const agent = orderAgentModel(orderId);
+          const task = onceTask({ taskId, store, tools: tools.all, dispatcher });
+          const result = await generateText({
+            model: task.model(agent.model),
+            tools: task.tools,
+            stopWhen: stepCountIs(10),
+            prompt: PROMPT,
+          });
+          return { text: result.text, modelCalls: agent.calls() };
+        } finally {
+          await dispatcher.close();
+        }
+      };
+      expect(await run()).toEqual({ text: `order ${orderId} is paid`, modelCalls: 4 });
+      // The worker ran both effects: the charge and the email are its jobs, keyed from the recorded turn.
+      const jobs = await queue.getJobs(["completed"]);
+      expect(jobs.map((job) => job.name).sort()).toEqual(["charge_customer", "send_email"]);
+      expect(await run()).toEqual({ text: `order ${orderId} is paid`, modelCalls: 0 });
+      expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
+    } finally {
+      await worker.close();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      connection.disconnect();
+    }
   });
 });
 

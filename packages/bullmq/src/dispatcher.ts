@@ -531,8 +531,7 @@ async function lastEventId(queue: Queue): Promise<{ lastEventId?: string }> {
     xrevrange?: (key: string, end: string, start: string, count: "COUNT", n: number) => Promise<[string][]>;
   };
   if (typeof client.xrevrange !== "function") return {};
-  const eventsKey = `${queue.opts.prefix ?? "bull"}:${queue.name}:events`;
-  const [newest] = await client.xrevrange(eventsKey, "+", "-", "COUNT", 1);
+  const [newest] = await client.xrevrange(queue.toKey("events"), "+", "-", "COUNT", 1);
   return { lastEventId: newest?.[0] ?? "0-0" };
 }
 
