@@ -1,3 +1,4 @@
+import type { TurnRequest, TurnToolCall } from "@once/agent";
 import type { LanguageModelMiddleware } from "ai";
 
 // The AI SDK's own shapes, as its middleware hands them over (its provider types are not re-exported by `ai`).
@@ -22,14 +23,9 @@ export type RecordedTurn =
  * set is checked against the recorded calls instead, naming the tool), nor what travels per request (signal,
  * headers, raw-chunk switch).
  */
-export function turnRequest(
-  mode: TurnMode,
-  model: ModelOfCall,
-  params: ModelCallParams,
-): Record<string, unknown> {
+export function turnRequest(mode: TurnMode, model: ModelOfCall, params: ModelCallParams): TurnRequest {
   const { tools: _tools, abortSignal: _signal, headers: _headers, includeRawChunks: _raw, ...asked } = params;
-  // Through JSON once: what the record will compare is what JSON keeps (no undefined, Dates as strings).
-  return { mode, provider: model.provider, modelId: model.modelId, asked: JSON.parse(JSON.stringify(asked)) };
+  return { mode, provider: model.provider, modelId: model.modelId, asked };
 }
 
 /** A generate result as stored: the response the loop needs, without raw HTTP bodies. */
@@ -76,13 +72,22 @@ export function replayStream(turn: RecordedTurn & { mode: "stream" }): StreamRes
   };
 }
 
-/** The tool calls a recorded turn made: their ids, tool names and inputs (JSON text, as the model wrote them). */
-export function toolCallsOf(turn: RecordedTurn): { toolCallId: string; toolName: string; input: string }[] {
+/** The tool calls a turn made: their ids, tool names and inputs (parsed from the JSON text the model wrote). */
+export function toolCallsOf(turn: RecordedTurn): TurnToolCall[] {
   const parts: readonly unknown[] = turn.mode === "generate" ? turn.response.content : turn.parts;
-  const calls: { toolCallId: string; toolName: string; input: string }[] = [];
+  const calls: TurnToolCall[] = [];
   for (const part of parts as { type?: string; toolCallId?: string; toolName?: string; input?: unknown }[]) {
     if (part.type === "tool-call" && typeof part.toolCallId === "string" && typeof part.toolName === "string")
-      calls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: String(part.input ?? "") });
+      calls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: parsedInput(part.input) });
   }
   return calls;
+}
+
+/** Input text that is not JSON stays text: no tool's schema accepts it, and the SDK answers the model. */
+function parsedInput(text: unknown): unknown {
+  try {
+    return JSON.parse(String(text ?? ""));
+  } catch {
+    return text;
+  }
 }

@@ -28,7 +28,7 @@ export const ONCE_ERROR_CODES = [
   // @once/redis
   "ONCE_REDIS_CONFIG",
   "ONCE_REDIS_SCRIPT",
-  // @once/ai
+  // @once/agent
   "ONCE_RECORDED_TURN_MISMATCH",
   "ONCE_UNRECORDED_TOOL_CALL",
 ] as const;

@@ -21,8 +21,8 @@ export class RecordedTurnMismatchError extends OnceError {
 }
 
 /**
- * A tool call the once tools were asked to run that no recorded turn produced: the model given to
- * `generateText` / `streamText` is not the task's own (`task.model(…)`), so its turns are not recorded.
+ * A tool call the once tools were asked to run that no recorded turn produced: the model the loop asks is not
+ * the task's own (for the AI SDK, `task.model(…)`), so its turns are not recorded.
  */
 export class UnrecordedToolCallError extends OnceError {
   constructor(
@@ -31,8 +31,8 @@ export class UnrecordedToolCallError extends OnceError {
   ) {
     super(
       "ONCE_UNRECORDED_TOOL_CALL",
-      `${tool} was called as ${toolCallId}, which no recorded turn of this task produced: pass the model ` +
-        "through task.model(…) so each turn is recorded before its tool calls run",
+      `${tool} was called as ${toolCallId}, which no recorded turn of this task produced: give the loop ` +
+        "the task's model (task.model(…)) so each turn is recorded before its tool calls run",
     );
   }
 }

@@ -1,0 +1,8 @@
+export {
+  AgentTask,
+  type AgentTaskOptions,
+  type TurnRequest,
+  type TurnStep,
+  type TurnToolCall,
+} from "./agent-task.js";
+export { RecordedTurnMismatchError, UnrecordedToolCallError } from "./errors.js";
