@@ -1,7 +1,7 @@
+import { OpenTelemetry } from "@ai-sdk/otel";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { OpenTelemetry } from "@ai-sdk/otel";
 import { generateText, registerTelemetry, stepCountIs } from "ai";
 import { expect, it } from "vitest";
 import { onceTask } from "../src/index.js";
