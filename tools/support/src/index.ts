@@ -19,12 +19,21 @@ export {
   redisUrl,
 } from "./redis-address.js";
 export {
+  awaitClusterFailover,
+  clusterMasters,
+  killClusterNode,
   type RedisCluster,
   type RedisClusterOptions,
+  restartClusterNode,
   startRedisCluster,
   stopRedisCluster,
 } from "./redis-cluster.js";
 export { type RedisCommandOptions, redisCommand } from "./redis-command.js";
+export {
+  type SentinelTopology,
+  type SentinelTopologyOptions,
+  startSentinelTopology,
+} from "./redis-sentinel.js";
 export {
   type RedisServerHandle,
   type RedisServerOptions,

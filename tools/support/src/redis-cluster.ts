@@ -1,7 +1,8 @@
-// A throwaway three-master Redis Cluster for the tests: its nodes are daemonized redis-servers in one
+// A throwaway three-master Redis Cluster for the tests, with a replica per master if asked (the failover
+// tests SIGKILL a master and its replica takes over): its nodes are daemonized redis-servers in one
 // directory, so that a later process (CI's cleanup, the next test run's reaper) can stop exactly them.
-// The directory holds a state file naming the ports and, per node, `<port>.pid`, `<port>.log` and
-// `nodes-<port>.conf`.
+// The directory holds a state file naming the ports and the nodes' settings and, per node, `<port>.pid`,
+// `<port>.log` and `nodes-<port>.conf`.
 
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -11,21 +12,35 @@ import { freePort, portIsFree } from "./free-port.js";
 import { pollUntil } from "./poll-until.js";
 import { isRedisServerProcess, processAlive } from "./process-alive.js";
 import { redisCommand } from "./redis-command.js";
+import { infoField, replicaInSync } from "./redis-info.js";
 import { redisServerBin, startRedisServer } from "./redis-server.js";
 
 const HOST = "127.0.0.1";
-const NODE_COUNT = 3;
+const MASTER_COUNT = 3;
 const STATE_FILE = ".redis-cluster.json";
 const STATE_KIND = "once-redis-cluster";
 
 export interface RedisClusterOptions {
   /** Where progress goes (default: nowhere). */
   log?: (message: string) => void;
+  /** Replicas of each of the three masters (default 0). */
+  replicasPerMaster?: number;
+  /**
+   * cluster-node-timeout: how long a node may be silent before the others deem it failed, and so how soon
+   * a master's replica takes over. Default 5000 ms.
+   */
+  nodeTimeoutMs?: number;
+  /** Every node's AOF (default off), fsync `everysec`. */
+  appendonly?: boolean;
 }
 
+/** How every node of a cluster is started: kept in its state file, so that a node restarts the same. */
+type NodeSettings = Required<Pick<RedisClusterOptions, "replicasPerMaster" | "nodeTimeoutMs" | "appendonly">>;
+
 export interface RedisCluster {
+  /** Every node's port; the first three are the first masters. */
   ports: number[];
-  /** `127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`: the value of REDIS_CLUSTER_NODES. */
+  /** `127.0.0.1:P1,127.0.0.1:P2,…`, every node: the value of REDIS_CLUSTER_NODES. */
   nodes: string;
 }
 
@@ -49,11 +64,6 @@ function requireBinary(bin: string, envName: string): string {
     );
   }
   return result.stdout.trim();
-}
-
-function infoField(info: string | null, field: string): string | undefined {
-  const match = new RegExp(`^${field}:(.*)$`, "m").exec(info ?? "");
-  return match?.[1]?.trim();
 }
 
 /** Picks `count` distinct free ports whose cluster bus ports (port + 10000) are free too. */
@@ -83,6 +93,16 @@ function readPid(dir: string, port: number): number | undefined {
 interface ClusterState {
   kind: string;
   ports: number[];
+  /** Absent in a state file written before replicas were an option: no replicas, the old defaults. */
+  settings?: NodeSettings;
+}
+
+function settingsOf(options: RedisClusterOptions): NodeSettings {
+  return {
+    replicasPerMaster: options.replicasPerMaster ?? 0,
+    nodeTimeoutMs: options.nodeTimeoutMs ?? 5_000,
+    appendonly: options.appendonly ?? false,
+  };
 }
 
 function readState(dir: string): ClusterState | undefined {
@@ -96,8 +116,8 @@ function readState(dir: string): ClusterState | undefined {
   }
 }
 
-function writeState(dir: string, ports: number[]): void {
-  const state = { kind: STATE_KIND, host: HOST, ports, startedAt: new Date().toISOString() };
+function writeState(dir: string, ports: number[], settings: NodeSettings): void {
+  const state = { kind: STATE_KIND, host: HOST, ports, settings, startedAt: new Date().toISOString() };
   writeFileSync(path.join(dir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`);
 }
 
@@ -105,13 +125,17 @@ function nodesLine(ports: readonly number[]): string {
   return ports.map((port) => `${HOST}:${port}`).join(",");
 }
 
+/** Every node answers, serves all slots with three masters, knows all the others; each replica is in sync. */
 async function clusterHealthy(ports: readonly number[]): Promise<boolean> {
   for (const port of ports) {
     try {
       const info = await redisCommand(HOST, port, ["CLUSTER", "INFO"]);
       if (infoField(info, "cluster_state") !== "ok") return false;
       if (infoField(info, "cluster_slots_assigned") !== "16384") return false;
+      if (Number(infoField(info, "cluster_size")) !== MASTER_COUNT) return false;
       if (Number(infoField(info, "cluster_known_nodes")) !== ports.length) return false;
+      const replication = await redisCommand(HOST, port, ["INFO", "replication"]);
+      if (infoField(replication, "role") === "slave" && !(await replicaInSync(port))) return false;
     } catch {
       return false;
     }
@@ -119,32 +143,39 @@ async function clusterHealthy(ports: readonly number[]): Promise<boolean> {
   return true;
 }
 
-function startNode(dir: string, port: number): Promise<unknown> {
+function startNode(dir: string, port: number, settings: NodeSettings): Promise<unknown> {
   return startRedisServer({
     port,
     dir,
     detached: true,
     pidFile: path.join(dir, `${port}.pid`),
     logFile: path.join(dir, `${port}.log`),
+    appendonly: settings.appendonly,
     extraArgs: [
       "--cluster-enabled",
       "yes",
       "--cluster-config-file",
       path.join(dir, `nodes-${port}.conf`),
       "--cluster-node-timeout",
-      "5000",
+      String(settings.nodeTimeoutMs),
+      // A node's AOF is named after its port: the nodes share one directory.
+      "--appenddirname",
+      `appendonlydir-${port}`,
+      // A replica's full sync starts at once, not after the 5 s Redis waits for more replicas to join it.
+      "--repl-diskless-sync-delay",
+      "0",
     ],
   });
 }
 
-function runClusterCreate(ports: readonly number[]): Promise<string> {
+function runClusterCreate(ports: readonly number[], replicasPerMaster: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const args = [
       "--cluster",
       "create",
       ...ports.map((port) => `${HOST}:${port}`),
       "--cluster-replicas",
-      "0",
+      String(replicasPerMaster),
       "--cluster-yes",
     ];
     const child = spawn(redisCliBin(), args, { stdio: ["ignore", "pipe", "pipe"] });
@@ -242,8 +273,9 @@ export async function stopRedisCluster(dir: string, options: RedisClusterOptions
 }
 
 /**
- * Starts three masters on free ports in `dir` (an empty or missing directory) and joins them into a
- * cluster with redis-cli. Started again on a directory whose cluster still runs, it returns that cluster.
+ * Starts three masters (and `replicasPerMaster` replicas of each) on free ports in `dir` (an empty or
+ * missing directory) and joins them into a cluster with redis-cli. Started again on a directory whose
+ * cluster still runs, it returns that cluster.
  */
 export async function startRedisCluster(
   dir: string,
@@ -266,18 +298,20 @@ export async function startRedisCluster(
   }
   mkdirSync(dir, { recursive: true });
   log(serverVersion);
+  const settings = settingsOf(options);
+  const nodeCount = MASTER_COUNT * (1 + settings.replicasPerMaster);
 
   let lastError: unknown;
   const tried = new Set<number>();
   for (let attempt = 1; attempt <= 3; attempt++) {
-    const ports = await pickPorts(NODE_COUNT, tried);
+    const ports = await pickPorts(nodeCount, tried);
     for (const port of ports) tried.add(port);
-    writeState(dir, ports);
+    writeState(dir, ports, settings);
     try {
-      for (const port of ports) await startNode(dir, port);
-      await runClusterCreate(ports);
+      for (const port of ports) await startNode(dir, port, settings);
+      await runClusterCreate(ports, settings.replicasPerMaster);
       if (!(await pollUntil(() => clusterHealthy(ports), { timeoutMs: 30_000, intervalMs: 200 }))) {
-        throw new Error(`cluster on ${nodesLine(ports)} did not reach cluster_state:ok within 30s`);
+        throw new Error(`cluster on ${nodesLine(ports)} did not reach cluster_state:ok in sync within 30s`);
       }
       writeFileSync(path.join(dir, "nodes"), `${nodesLine(ports)}\n`);
       return { ports, nodes: nodesLine(ports) };
@@ -290,4 +324,106 @@ export async function startRedisCluster(
   }
   rmSync(dir, { recursive: true, force: true });
   throw lastError;
+}
+
+/** One line of CLUSTER NODES: a node's port, its flags, and whether it serves slots. */
+interface ClusterNodeView {
+  port: number;
+  flags: string[];
+  servesSlots: boolean;
+}
+
+function parseClusterNodes(reply: string | null): ClusterNodeView[] {
+  return (reply ?? "")
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => {
+      const fields = line.trim().split(" ");
+      // <id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> <slot>…
+      const port = Number(/:(\d+)@/.exec(fields[1] ?? "")?.[1]);
+      return { port, flags: (fields[2] ?? "").split(","), servesSlots: fields.length > 8 };
+    });
+}
+
+/** The nodes of `dir`'s cluster whose process runs now. */
+function runningPorts(dir: string): number[] {
+  return recordedPorts(dir).filter((port) => {
+    const pid = readPid(dir, port);
+    return pid !== undefined && processAlive(pid);
+  });
+}
+
+/**
+ * The masters serving slots now, as every running node of `dir`'s cluster sees them: undefined while they
+ * disagree, or while the cluster is not `ok` everywhere (a failover under way).
+ */
+export async function clusterMasters(dir: string): Promise<number[] | undefined> {
+  let agreed: string | undefined;
+  for (const port of runningPorts(dir)) {
+    try {
+      const info = await redisCommand(HOST, port, ["CLUSTER", "INFO"]);
+      if (infoField(info, "cluster_state") !== "ok") return undefined;
+      const masters = parseClusterNodes(await redisCommand(HOST, port, ["CLUSTER", "NODES"]))
+        .filter((node) => node.flags.includes("master") && !node.flags.includes("fail") && node.servesSlots)
+        .map((node) => node.port)
+        .sort((a, b) => a - b);
+      const seen = masters.join(",");
+      if (agreed !== undefined && seen !== agreed) return undefined;
+      agreed = seen;
+    } catch {
+      return undefined;
+    }
+  }
+  return agreed === undefined ? undefined : agreed.split(",").map(Number);
+}
+
+/** SIGKILLs the node on `port` of `dir`'s cluster (only the process recorded there) and waits until it is gone. */
+export async function killClusterNode(dir: string, port: number): Promise<void> {
+  const pid = readPid(dir, port);
+  if (pid === undefined || !processAlive(pid) || !isRedisServerProcess(pid, port)) {
+    throw new Error(`no redis-server of ${dir} runs on port ${port}`);
+  }
+  process.kill(pid, "SIGKILL");
+  if (!(await pollUntil(() => !processAlive(pid), { timeoutMs: 10_000, intervalMs: 20 }))) {
+    throw new Error(`redis-server pid ${pid} (port ${port}) outlived SIGKILL by 10 s`);
+  }
+}
+
+/**
+ * Resolves with the masters once the running nodes agree on three that serve every slot, none of them
+ * `killed`, and the cluster is `ok` again; throws after `timeoutMs` (default 30 s).
+ */
+export async function awaitClusterFailover(
+  dir: string,
+  killed: number,
+  options: { timeoutMs?: number } = {},
+): Promise<number[]> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  let masters: number[] | undefined;
+  const done = await pollUntil(
+    async () => {
+      masters = await clusterMasters(dir);
+      return masters !== undefined && masters.length === MASTER_COUNT && !masters.includes(killed);
+    },
+    { timeoutMs, intervalMs: 50 },
+  );
+  if (!done || !masters)
+    throw new Error(`no replica took over from ${HOST}:${killed} within ${timeoutMs} ms`);
+  return masters;
+}
+
+/**
+ * Starts a killed node of `dir`'s cluster again, with its cluster config: it rejoins, finds its slots
+ * taken by the replica that was promoted, and becomes that one's replica. Resolves once the whole cluster
+ * is healthy (every replica in sync) again; throws after 30 s.
+ */
+export async function restartClusterNode(dir: string, port: number): Promise<void> {
+  const state = readState(dir);
+  if (!state?.ports.includes(port)) throw new Error(`port ${port} is not a node of the cluster in ${dir}`);
+  await startNode(dir, port, state.settings ?? settingsOf({}));
+  // Until it has heard from the others it still takes itself for the master of its old slots.
+  const rejoined = async () => (await replicaInSync(port)) && (await clusterHealthy(state.ports));
+  if (!(await pollUntil(rejoined, { timeoutMs: 30_000, intervalMs: 100 }))) {
+    throw new Error(`the cluster in ${dir} was not healthy within 30 s of restarting ${HOST}:${port}`);
+  }
 }

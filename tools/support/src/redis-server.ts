@@ -22,6 +22,11 @@ export interface RedisServerOptions {
   appendfsync?: "always" | "everysec" | "no";
   /** More redis-server arguments, e.g. `["--maxmemory", "10mb"]`. */
   extraArgs?: readonly string[];
+  /**
+   * A config file, given as the first argument (the others override it). A Sentinel needs one: it writes
+   * what it learns (replicas, other Sentinels, failovers) back into it.
+   */
+  configFile?: string;
   /** The binary; default `REDIS_SERVER_BIN`, else `redis-server` on PATH. */
   bin?: string;
   /** Its working directory (AOF, log); default a fresh temp dir, which `stop()` removes. A given one stays. */
@@ -51,8 +56,11 @@ export interface RedisServerHandle {
   stop(): Promise<void>;
   /** Sends `signal` (default SIGKILL) and waits for the exit; keeps `dir` so `restart()` replays the AOF. */
   kill(signal?: NodeJS.Signals): Promise<void>;
-  /** Stops it if running (gracefully), then starts it again on the same port with the same dir. */
-  restart(): Promise<void>;
+  /**
+   * Stops it if running (gracefully), then starts it again on the same port with the same dir; `extraArgs`
+   * are added after its own for this start only (e.g. `--replicaof` the primary a failover promoted).
+   */
+  restart(options?: { extraArgs?: readonly string[] }): Promise<void>;
 }
 
 const HOST = "127.0.0.1";
@@ -111,6 +119,8 @@ class RedisServer implements RedisServerHandle {
   #exited: Promise<void> = Promise.resolve();
   #pid = 0;
   #removed = false;
+  /** The arguments of the current start: its own, then what `restart()` added. */
+  #args: readonly string[];
   readonly #settings: ServerSettings;
 
   constructor(
@@ -120,6 +130,7 @@ class RedisServer implements RedisServerHandle {
   ) {
     this.url = `redis://${HOST}:${port}`;
     this.#settings = settings;
+    this.#args = settings.args;
   }
 
   get pid(): number {
@@ -137,8 +148,8 @@ class RedisServer implements RedisServerHandle {
     if (this.#removed) throw new Error(`redis-server on port ${this.port} was stopped; its dir is gone`);
     if (this.running) throw new Error(`redis-server on port ${this.port} is already running`);
     if (this.#settings.pidFile !== undefined) return this.#spawnDetached(this.#settings.pidFile);
-    const { bin, args } = this.#settings;
-    const child = spawn(bin, [...args], { stdio: ["ignore", "ignore", "pipe"] });
+    const { bin } = this.#settings;
+    const child = spawn(bin, [...this.#args], { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => {
       stderr = (stderr + chunk.toString("utf8")).slice(-4000);
@@ -175,10 +186,10 @@ class RedisServer implements RedisServerHandle {
   }
 
   async #spawnDetached(pidFile: string): Promise<void> {
-    const { bin, args } = this.#settings;
+    const { bin } = this.#settings;
     rmSync(pidFile, { force: true });
     // It forks and the command returns at once; the server goes on in the background.
-    const result = spawnSync(bin, [...args], { encoding: "utf8" });
+    const result = spawnSync(bin, [...this.#args], { encoding: "utf8" });
     if (result.error) {
       const error = result.error as NodeJS.ErrnoException;
       throw error.code === "ENOENT" ? new MissingRedisServerError(bin, { cause: error }) : error;
@@ -274,8 +285,9 @@ class RedisServer implements RedisServerHandle {
     this.#removeDir();
   }
 
-  async restart(): Promise<void> {
+  async restart(options: { extraArgs?: readonly string[] } = {}): Promise<void> {
     await this.#shutdown();
+    this.#args = [...this.#settings.args, ...(options.extraArgs ?? [])];
     await this.spawn();
   }
 
@@ -309,6 +321,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     const logFile = options.logFile ?? path.join(dir, "redis.log");
     const pidFile = options.detached ? (options.pidFile ?? path.join(dir, "redis.pid")) : undefined;
     const args = [
+      ...(options.configFile === undefined ? [] : [options.configFile]),
       "--port",
       String(port),
       "--bind",
