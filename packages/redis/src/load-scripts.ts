@@ -126,11 +126,9 @@ export function confirmedRunner(client: Redis | Cluster): RunConfirmed {
     if (ran?.[0]) throw ran[0];
     if (waited?.[0]) throw waited[0];
     // WAITAOF answers [local fsyncs, replica fsyncs]: a write not fsynced here counts as not confirmed.
-    const acknowledged = fsync
-      ? Number((waited?.[1] as number[])[0]) >= 1
-        ? Number((waited?.[1] as number[])[1])
-        : 0
-      : Number(waited?.[1]);
+    const answer = waited?.[1];
+    const [local, onReplicas] = Array.isArray(answer) ? answer.map(Number) : [1, Number(answer)];
+    const acknowledged = (local ?? 0) >= 1 ? (onReplicas ?? 0) : 0;
     return { reply: ran?.[1], acknowledged };
   };
 }

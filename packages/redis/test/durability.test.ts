@@ -54,7 +54,13 @@ describeStoreConformance("RedisStore with durability { replicas: 1 }", async ({ 
     retentionMs,
     durability: { replicas: 1, timeoutMs: 1_000 },
   });
-  return { store, retentionMs, teardown: () => cleanupPrefix(redis, prefix) };
+  return {
+    store,
+    retentionMs,
+    teardown: async () => {
+      await cleanupPrefix(redis, prefix);
+    },
+  };
 });
 
 describe("RedisStore durability", () => {
