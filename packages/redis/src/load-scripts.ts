@@ -19,6 +19,36 @@ export interface ScriptFile {
 
 type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;
 
+/** How many copies a write must have before it counts: `WAIT`, or `WAITAOF` when `fsync` is asked for. */
+export interface Confirmation {
+  replicas: number;
+  timeoutMs: number;
+  /** Fsynced to the AOF locally and on `replicas` replicas (`WAITAOF 1 replicas timeout`), not only received. */
+  fsync: boolean;
+}
+
+/** What a confirmed run returns: the script's reply, and how many replicas acknowledged it in time. */
+export interface Confirmed {
+  reply: unknown;
+  acknowledged: number;
+}
+
+/**
+ * Runs one of once's scripts and, in the same round trip, waits for replicas to acknowledge it (or, with
+ * `script` undefined, only waits: for writes this connection sent before). The pipeline goes to the node of
+ * `key` (on a Cluster too: WAIT names no key, so it rides along with the command that does).
+ */
+export type RunConfirmed = (
+  script: ScriptName | undefined,
+  key: string,
+  args: readonly (string | number)[],
+  confirmation: Confirmation,
+) => Promise<Confirmed>;
+
+type Pipeline = Record<string, (...args: (string | number)[]) => Pipeline> & {
+  exec(): Promise<[Error | null, unknown][] | null>;
+};
+
 /** The Lua of each script registered on a client, by its versioned name. */
 type Registered = WeakMap<Redis | Cluster, Map<string, string>>;
 
@@ -79,6 +109,27 @@ export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
     if (command === undefined)
       throw new RedisScriptError(commandName(script), "not registered on this client");
     return command.call(client, key, ...args);
+  };
+}
+
+/** The confirmed form of a client's scripts (loaded first with {@link loadScripts}). */
+export function confirmedRunner(client: Redis | Cluster): RunConfirmed {
+  return async (script, key, args, { replicas, timeoutMs, fsync }) => {
+    const pipeline = (client as unknown as { pipeline(): Pipeline }).pipeline();
+    // Without a script, EXISTS gives the pipeline its key, so a Cluster routes the WAIT to that key's master.
+    if (script === undefined) pipeline.exists?.(key);
+    else pipeline[commandName(script)]?.(key, ...args);
+    if (fsync) pipeline.call?.("WAITAOF", 1, replicas, timeoutMs);
+    else pipeline.wait?.(replicas, timeoutMs);
+    const replies = (await pipeline.exec()) ?? [];
+    const [ran, waited] = replies;
+    if (ran?.[0]) throw ran[0];
+    if (waited?.[0]) throw waited[0];
+    // WAITAOF answers [local fsyncs, replica fsyncs]: a write not fsynced here counts as not confirmed.
+    const answer = waited?.[1];
+    const [local, onReplicas] = Array.isArray(answer) ? answer.map(Number) : [1, Number(answer)];
+    const acknowledged = (local ?? 0) >= 1 ? (onReplicas ?? 0) : 0;
+    return { reply: ran?.[1], acknowledged };
   };
 }
 

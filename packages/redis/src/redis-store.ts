@@ -7,12 +7,20 @@ import {
   type ResolveRequest,
   type StoredError,
   type StoreOptions,
+  StoreUnavailableError,
   type WriteOutcome,
 } from "@once/core";
 import type { Cluster, Redis } from "ioredis";
+import { checkDurability } from "./check-durability.js";
 import { checkRedis } from "./check-redis.js";
 import type { RedisReport } from "./diagnose-redis.js";
-import { loadScripts, type RunScript } from "./load-scripts.js";
+import {
+  type Confirmation,
+  confirmedRunner,
+  loadScripts,
+  type RunConfirmed,
+  type RunScript,
+} from "./load-scripts.js";
 import { ownerNonce } from "./owner-nonce.js";
 import type { ScriptName } from "./script-names.js";
 import { toOutcome } from "./to-outcome.js";
@@ -38,7 +46,30 @@ export interface RedisStoreOptions extends StoreOptions {
    * 5000 ms. The command may still reach Redis later; leases make that safe (a claim nobody holds runs out).
    */
   timeoutMs?: number;
+  /**
+   * Past one Redis: every transition that precedes an effect (claim, beginEffect, resolveNotApplied) is
+   * acknowledged by `replicas` replicas (`WAIT`, pipelined with the script: still one round trip) before the
+   * effect may run, and every transition that settles one before the call returns. Unconfirmed within
+   * `timeoutMs`, a transition before an effect runs no effect (StoreUnavailableError; a claim it made is handed
+   * back); a settle waits again until the store's `timeoutMs`, then fails, and the job is not acknowledged.
+   * `fsync: true` waits for the AOF fsync locally and on the replicas (`WAITAOF`, Redis 7.2+ or Valkey).
+   * Refused at start when fewer replicas are connected, or the server refuses the command.
+   */
+  durability?: { replicas: number; timeoutMs: number; fsync?: boolean };
 }
+
+/** The transitions whose record must survive a failover before the effect starts. */
+const BEFORE_EFFECT: ReadonlySet<ScriptName> = new Set(["claim", "begin-effect", "resolve-not-applied"]);
+/** The transitions that settle a call: confirmed before the call's answer is given. */
+const SETTLES: ReadonlySet<ScriptName> = new Set([
+  "complete",
+  "fail-terminal",
+  "mark-unknown",
+  "release",
+  "resolve-applied",
+  "resolve",
+  "give-up",
+]);
 
 /**
  * The dedup store on Redis: one hash per key, one Lua script (one round trip) per transition, time from
@@ -46,6 +77,8 @@ export interface RedisStoreOptions extends StoreOptions {
  */
 export class RedisStore implements OnceStore {
   readonly #run: RunScript;
+  readonly #runConfirmed: RunConfirmed;
+  readonly #confirmation: Confirmation | undefined;
   readonly #timeoutMs: number;
   /** Prepended to every key. */
   readonly prefix: string;
@@ -56,6 +89,9 @@ export class RedisStore implements OnceStore {
 
   private constructor(run: RunScript, options: RedisStoreOptions, report: RedisReport | undefined) {
     this.#run = run;
+    this.#runConfirmed = confirmedRunner(options.redis);
+    const { durability } = options;
+    this.#confirmation = durability && { ...durability, fsync: durability.fsync === true };
     this.#timeoutMs = options.timeoutMs ?? 5_000;
     this.prefix = options.prefix ?? "once:";
     this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
@@ -67,6 +103,10 @@ export class RedisStore implements OnceStore {
     const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
     positiveInteger("retentionMs", retentionMs);
     if (options.timeoutMs !== undefined) positiveInteger("timeoutMs", options.timeoutMs);
+    if (options.durability !== undefined) {
+      positiveInteger("durability.replicas", options.durability.replicas);
+      positiveInteger("durability.timeoutMs", options.durability.timeoutMs);
+    }
     const report =
       options.checks === false
         ? undefined
@@ -75,6 +115,8 @@ export class RedisStore implements OnceStore {
             ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
           });
     const run = await loadScripts(options.redis);
+    if (options.durability !== undefined)
+      await checkDurability(options.redis, options.durability, options.timeoutMs ?? 5_000);
     return new RedisStore(run, options, report);
   }
 
@@ -164,11 +206,76 @@ export class RedisStore implements OnceStore {
 
   /** One script, one round trip; whatever stands between us and Redis becomes StoreUnavailableError. */
   async #call(script: ScriptName, key: string, args: readonly (string | number)[]): Promise<unknown> {
+    const confirmation = this.#confirmation;
+    if (confirmation && (BEFORE_EFFECT.has(script) || SETTLES.has(script)))
+      return this.#confirmedCall(script, key, args, confirmation);
+    return this.#unconfirmedCall(script, key, args);
+  }
+
+  async #unconfirmedCall(
+    script: ScriptName,
+    key: string,
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
     try {
       return await withTimeout(this.#run(script, this.prefix + key, args), this.#timeoutMs);
     } catch (error) {
       throw toStoreError(script, error);
     }
+  }
+
+  /** The script and its `WAIT` in one round trip; a settle waits again while the store's `timeoutMs` allows. */
+  async #confirmedCall(
+    script: ScriptName,
+    key: string,
+    args: readonly (string | number)[],
+    confirmation: Confirmation,
+  ): Promise<unknown> {
+    const fullKey = this.prefix + key;
+    const settles = SETTLES.has(script);
+    const deadline = performance.now() + this.#timeoutMs;
+    let reply: unknown;
+    let acknowledged: number;
+    try {
+      ({ reply, acknowledged } = await withTimeout(
+        this.#runConfirmed(script, fullKey, args, confirmation),
+        this.#timeoutMs,
+      ));
+      // A settle is the call's answer: wait again for a replica catching up, while the store's time allows.
+      while (
+        settles &&
+        acknowledged < confirmation.replicas &&
+        performance.now() + confirmation.timeoutMs < deadline
+      )
+        ({ acknowledged } = await this.#runConfirmed(undefined, fullKey, [], confirmation));
+    } catch (error) {
+      throw toStoreError(script, error);
+    }
+    if (acknowledged >= confirmation.replicas) return reply;
+    if (!settles) await this.#handBack(script, key, args, reply);
+    throw new StoreUnavailableError(
+      `${script} (acknowledged by ${acknowledged} of the ${confirmation.replicas} replicas required within ` +
+        `${settles ? this.#timeoutMs : confirmation.timeoutMs} ms)`,
+    );
+  }
+
+  /**
+   * A transition before an effect that was not confirmed runs no effect, and what it took is handed back so
+   * the next attempt need not wait out the lease: a fresh claim, a begun effect or a "not applied" resolution
+   * is released as not applied (true: nothing ran); a claim of an `unknown` record is marked `unknown` again
+   * (the earlier owner's effect may have happened). Unconfirmed, best effort: if the hand-back is lost as
+   * well, the lease runs out and the next claim takes over or reconciles.
+   */
+  async #handBack(script: ScriptName, key: string, args: readonly (string | number)[], reply: unknown) {
+    let release: string | undefined = String(args[0]); // the owner token of begin-effect, resolve-not-applied
+    if (script === "claim") {
+      const claim = toOutcome("claim", reply);
+      release = claim.outcome === "acquired" || claim.outcome === "takeover" ? claim.token : undefined;
+      if (claim.outcome === "reconcile")
+        await this.#unconfirmedCall("mark-unknown", key, [claim.token, "", this.retentionMs]).catch(() => {});
+    }
+    if (release !== undefined)
+      await this.#unconfirmedCall("release", key, [release, "1", this.retentionMs]).catch(() => {});
   }
 }
 
