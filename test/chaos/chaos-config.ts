@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { redisTarget } from "./redis-target.js";
 
 /** The timings every run uses. Aggressive on purpose: the dispatcher gives up on a wait after 150 ms. */
 export const CHAOS_TIMING = {
@@ -20,13 +21,18 @@ export const CHAOS_TIMING = {
   /** A freeze outlasts the lease, BullMQ's lock and two stalled checks, so another worker takes over. */
   freezeMinMs: 5_000,
   freezeMaxMs: 7_000,
+  /**
+   * The workers' `durability` when a run asks for it: one replica confirms each transition, within 300 ms
+   * (a settle asks again while the store's 1 s allow).
+   */
+  durability: { replicas: 1, timeoutMs: 300 },
 } as const;
 
 /** A chaos worker process's settings, as JSON in CHAOS_WORKER_CONFIG. */
 export const chaosWorkerConfig = z.object({
   name: z.string(),
-  /** Redis as the worker reaches it: through the suite's TCP proxy. */
-  redisUrl: z.string(),
+  /** Redis as the worker reaches it: through the suite's TCP proxies. */
+  redis: redisTarget,
   queueName: z.string(),
   queuePrefix: z.string(),
   storePrefix: z.string(),
@@ -38,13 +44,18 @@ export const chaosWorkerConfig = z.object({
   storeTimeoutMs: z.number().int().positive(),
   providerTimeoutMs: z.number().int().positive(),
   transport: z.enum(["guarded", "fetch"]),
+  /** RedisStore's `durability`: each transition before an effect, and each settle, on this many replicas. */
+  durability: z
+    .object({ replicas: z.number().int().positive(), timeoutMs: z.number().int().positive() })
+    .optional(),
 });
 export type ChaosWorkerConfig = z.infer<typeof chaosWorkerConfig>;
 export const CHAOS_WORKER_CONFIG_ENV = "CHAOS_WORKER_CONFIG";
 
 /** The orchestrator process's settings, as JSON in CHAOS_ORCHESTRATOR_CONFIG. */
 export const chaosOrchestratorConfig = z.object({
-  redisUrl: z.string(),
+  /** Through the suite's TCP proxies (its own, not the workers'). */
+  redis: redisTarget,
   queueName: z.string(),
   queuePrefix: z.string(),
   storePrefix: z.string(),

@@ -22,6 +22,8 @@ export interface FleetOptions {
   calls: number;
   rate: number;
   transport: ChaosTransport;
+  /** The workers' RedisStore durability; none when undefined. */
+  durability: ChaosWorkerConfig["durability"];
 }
 
 /** One event of a worker, with the worker that printed it. */
@@ -123,7 +125,7 @@ export class ChaosFleet {
     const world = this.#world;
     return {
       name: `worker-${slot}`,
-      redisUrl: world.workerProxy.url,
+      redis: world.redis.target(world.workerProxies),
       queueName: world.queueName,
       queuePrefix: world.queuePrefix,
       storePrefix: world.storePrefix,
@@ -135,6 +137,7 @@ export class ChaosFleet {
       storeTimeoutMs: T.storeTimeoutMs,
       providerTimeoutMs: T.providerTimeoutMs,
       transport: this.#options.transport,
+      ...(this.#options.durability === undefined ? {} : { durability: this.#options.durability }),
     };
   }
 
@@ -142,7 +145,7 @@ export class ChaosFleet {
     const world = this.#world;
     const { seed, calls, rate } = this.#options;
     return {
-      redisUrl: world.orchestratorProxy.url,
+      redis: world.redis.target(world.orchestratorProxies),
       queueName: world.queueName,
       queuePrefix: world.queuePrefix,
       storePrefix: world.storePrefix,

@@ -19,10 +19,10 @@ import {
 } from "@once/core";
 import { RedisStore } from "@once/redis";
 import { Queue } from "bullmq";
-import { Redis } from "ioredis";
 import { CHAOS_ORCHESTRATOR_CONFIG_ENV, chaosOrchestratorConfig } from "./chaos-config.js";
 import { loadOrWritePlan, type PlannedCall, readProgress, type SettledCall } from "./chaos-plan.js";
 import { chaosTools, RECONCILING_TOOLS } from "./chaos-tools.js";
+import { connectRedis } from "./redis-target.js";
 
 const config = chaosOrchestratorConfig.parse(
   JSON.parse(process.env[CHAOS_ORCHESTRATOR_CONFIG_ENV] ?? "null"),
@@ -44,7 +44,7 @@ if (resumed && existsSync(config.progressFile)) appendFileSync(config.progressFi
 const settled = readProgress(config.progressFile);
 emit(resumed ? "plan-loaded" : "plan-written", { calls: plan.calls.length, settled: settled.size });
 
-const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+const redis = connectRedis(config.redis, { maxRetriesPerRequest: null });
 redis.on("error", () => {});
 const queue = new Queue(config.queueName, { connection: redis, prefix: config.queuePrefix });
 queue.on("error", () => {});
@@ -60,6 +60,7 @@ async function retrying<T>(what: string, make: () => Promise<T>): Promise<T> {
   }
 }
 
+// The dispatcher only reads records (the workers write them): its store needs no durability.
 const store = await retrying("store", () =>
   RedisStore.create({ redis, prefix: config.storePrefix, timeoutMs: 2_000 }),
 );

@@ -18,6 +18,7 @@ export const LONG: ChaosProfile = {
     orchestratorKills: 2,
     redisKills: 1,
     emulatedCrash: false,
+    primaryKills: 0,
   },
 };
 
@@ -25,17 +26,39 @@ export const LONG: ChaosProfile = {
 export const SHORT: ChaosProfile = {
   calls: 1_000,
   rate: 25,
-  faults: { workerKills: 6, freezes: 2, cuts: 4, orchestratorKills: 1, redisKills: 1, emulatedCrash: false },
+  faults: {
+    workerKills: 6,
+    freezes: 2,
+    cuts: 4,
+    orchestratorKills: 1,
+    redisKills: 1,
+    emulatedCrash: false,
+    primaryKills: 0,
+  },
 };
 
 /** The everysec run inside `pnpm test`: the same faults over 600 calls, to keep the suite under 3 minutes. */
 export const SHORT_EVERYSEC: ChaosProfile = { ...SHORT, calls: 600 };
 
+/**
+ * A profile's failover form: the same calls and faults, but where it kills the one Redis and restarts it,
+ * this SIGKILLs `primaryKills` primaries of a replicated Redis, each failed over to a replica.
+ */
+export function withFailovers(profile: ChaosProfile, primaryKills: number): ChaosProfile {
+  return { ...profile, faults: { ...profile.faults, redisKills: 0, emulatedCrash: false, primaryKills } };
+}
+
+/** `pnpm test:chaos -- --failover sentinel|cluster`: the 5,000 calls, with four primaries failed over. */
+export const LONG_FAILOVER = withFailovers(LONG, 4);
+
+/** The failover runs inside `pnpm test`: SHORT_EVERYSEC's 600 calls, with two primaries failed over. */
+export const SHORT_FAILOVER = withFailovers(SHORT_EVERYSEC, 2);
+
 /** The share of calls that must time out at least once at the dispatcher. */
 export const MIN_TIMED_OUT_SHARE = 0.25;
 
 /**
- * What an `appendfsync always` run must show; each failure is one line. The fault minimums are the
+ * What an `appendfsync always` run, or a failover run with durability, must show; each failure is one line. The fault minimums are the
  * profile's own counts: a fault the harness skipped (no worker running) fails the run rather than
  * silently weakening it.
  */
@@ -72,14 +95,16 @@ export function verdict(report: ChaosReport, profile: ChaosProfile): string[] {
     ["cut-connections", profile.faults.cuts],
     ["kill-orchestrator", Math.min(1, profile.faults.orchestratorKills)],
     ["kill-redis", profile.faults.redisKills],
+    ["kill-primary", profile.faults.primaryKills],
   ];
   for (const [kind, n] of want)
     expect((counts[kind] ?? 0) >= n, `${kind}: ${counts[kind] ?? 0} executed, want ≥ ${n}`);
   for (const loss of report.redisLosses) {
-    expect(
-      loss.lostKeys.length === 0,
-      `appendfsync ${report.fsync}: a Redis kill lost transitions of ${loss.lostKeys.length} keys`,
-    );
+    const setting =
+      loss.kind === "kill-primary"
+        ? `a failover with durability replicas ${report.durabilityReplicas}`
+        : `appendfsync ${report.fsync}: a Redis kill`;
+    expect(loss.lostKeys.length === 0, `${setting} lost transitions of ${loss.lostKeys.length} keys`);
   }
   expect(
     report.staleWritesAccepted.length === 0,

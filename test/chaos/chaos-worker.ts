@@ -1,6 +1,6 @@
 // A chaos worker process: `node --import tsx chaos/chaos-worker.ts` with its settings as JSON in
 // CHAOS_WORKER_CONFIG. It runs the chaos tools through once (createCallProcessor in a plain BullMQ worker)
-// against Redis reached through the suite's TCP proxy, and prints one JSON line per thing the suite counts:
+// against Redis reached through the suite's TCP proxies (one server, Sentinel's primary, or a Cluster), and prints one JSON line per thing the suite counts:
 // every store transition Redis acknowledged, every request sent to the provider, every failed attempt.
 //
 // The suite SIGKILLs it, freezes it with SIGSTOP, cuts its connections; it exits on SIGTERM and when its
@@ -10,9 +10,9 @@ import { createCallProcessor } from "@once/bullmq";
 import { LeaseLostError } from "@once/core";
 import { RedisStore } from "@once/redis";
 import { type Job, Worker } from "bullmq";
-import { Redis } from "ioredis";
 import { CHAOS_WORKER_CONFIG_ENV, chaosWorkerConfig } from "./chaos-config.js";
 import { chaosTools } from "./chaos-tools.js";
+import { connectRedis } from "./redis-target.js";
 import { reportingStore } from "./reporting-store.js";
 
 const config = chaosWorkerConfig.parse(JSON.parse(process.env[CHAOS_WORKER_CONFIG_ENV] ?? "null"));
@@ -29,11 +29,12 @@ function emit(event: string, fields: Record<string, unknown> = {}): void {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // BullMQ's connection blocks and must retry forever; the store's fails fast and the store fails closed.
-const bullRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-const storeRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
+const bullRedis = connectRedis(config.redis, { maxRetriesPerRequest: null });
+const storeRedis = connectRedis(config.redis, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
 for (const client of [bullRedis, storeRedis]) client.on("error", () => {});
 
-// Started while Redis may be restarting: keep trying.
+// Started while Redis may be restarting, or a new primary may have no replica yet (durability refuses to
+// start without one): keep trying.
 let redisStore: RedisStore | undefined;
 while (redisStore === undefined) {
   try {
@@ -41,6 +42,7 @@ while (redisStore === undefined) {
       redis: storeRedis,
       prefix: config.storePrefix,
       timeoutMs: config.storeTimeoutMs,
+      ...(config.durability === undefined ? {} : { durability: config.durability }),
     });
   } catch (error) {
     emit("store-retry", { error: String(error) });

@@ -1,27 +1,27 @@
-// The services one chaos run starts for itself, before any worker or orchestrator: a Redis of its own with
-// the AOF on, a TCP proxy for each side to reach it through, the payments stand-in in a process of its own,
-// and the suite's own connection to look at the queue and the store. `stop()` ends all of them.
+// The services one chaos run starts for itself, before any worker or orchestrator: its Redis (chaos-redis.ts:
+// one server with the AOF on, or a Sentinel- or Cluster-managed set of primaries and replicas), TCP proxies
+// for each side to reach every Redis node through, the payments stand-in in a process of its own, and the
+// suite's own connection to look at the queue and the store. `stop()` ends all of them.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { type RedisServerHandle, startRedisServer } from "@once/support";
 import { Queue } from "bullmq";
-import { Redis } from "ioredis";
-import { AofTail } from "./aof-tail.js";
+import type { Cluster, Redis } from "ioredis";
 import { CHAOS_TIMING } from "./chaos-config.js";
+import { type ChaosRedis, type ChaosTopology, startChaosRedis } from "./chaos-redis.js";
 import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
-import { TcpProxy } from "./tcp-proxy.js";
+import { connectRedis } from "./redis-target.js";
+import { ProxyGroup } from "./tcp-proxy.js";
 
 export interface ChaosWorld {
-  readonly redis: RedisServerHandle;
-  readonly aof: AofTail;
-  /** The workers reach Redis through this one: the faults cut its connections. */
-  readonly workerProxy: TcpProxy;
-  readonly orchestratorProxy: TcpProxy;
+  readonly redis: ChaosRedis;
+  /** The workers reach Redis through these: the faults cut their connections. */
+  readonly workerProxies: ProxyGroup;
+  readonly orchestratorProxies: ProxyGroup;
   readonly payments: PaymentsProcess;
   /** The suite's own connection to Redis, past the proxies. */
-  readonly inspector: Redis;
+  readonly inspector: Redis | Cluster;
   /** The run's queue, seen from the suite: the drain waits for it to empty. */
   readonly inspectQueue: Queue;
   /** Key prefix of the store's records. */
@@ -38,49 +38,42 @@ export interface ChaosWorld {
 /** Starts the services of the run of `seed`; if one fails to start, stops those already started. */
 export async function startWorld(options: {
   seed: number;
+  topology: ChaosTopology;
   fsync: "always" | "everysec";
 }): Promise<ChaosWorld> {
-  const { seed, fsync } = options;
+  const { seed, topology, fsync } = options;
   const dir = mkdtempSync(path.join(os.tmpdir(), "once-chaos-"));
   const queueName = `chaos-${seed}`;
-  const queuePrefix = "chaos-bull";
-  let redis: RedisServerHandle | undefined;
-  let workerProxy: TcpProxy | undefined;
-  let orchestratorProxy: TcpProxy | undefined;
+  // On a Cluster, BullMQ's keys of one queue must share a slot: the hash tag puts them on one master.
+  const queuePrefix = topology === "cluster" ? "{chaos-bull}" : "chaos-bull";
+  let redis: ChaosRedis | undefined;
+  let workerProxies: ProxyGroup | undefined;
+  let orchestratorProxies: ProxyGroup | undefined;
   let payments: PaymentsProcess | undefined;
-  let inspector: Redis | undefined;
+  let inspector: Redis | Cluster | undefined;
   let inspectQueue: Queue | undefined;
-  let aof: AofTail | undefined;
   const stop = async () => {
-    aof?.stop();
     await inspectQueue?.close().catch(() => {});
     inspector?.disconnect();
-    await workerProxy?.close().catch(() => {});
-    await orchestratorProxy?.close().catch(() => {});
+    await workerProxies?.close().catch(() => {});
+    await orchestratorProxies?.close().catch(() => {});
     await payments?.stop().catch(() => {});
     await redis?.stop().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    redis = await startRedisServer({
-      appendonly: true,
-      appendfsync: fsync,
-      // One growing AOF file: no rewrite mid-run, so an emulated crash can cut its tail.
-      extraArgs: ["--auto-aof-rewrite-percentage", "0"],
-    });
-    workerProxy = await TcpProxy.start(redis.port);
-    orchestratorProxy = await TcpProxy.start(redis.port);
+    redis = await startChaosRedis(topology, fsync);
+    workerProxies = await ProxyGroup.start(redis.nodePorts);
+    orchestratorProxies = await ProxyGroup.start(redis.nodePorts);
     payments = await startPaymentsProcess({ ...CHAOS_TIMING.latency, seed });
-    inspector = new Redis(redis.url, { maxRetriesPerRequest: null });
+    inspector = connectRedis(redis.target(), { maxRetriesPerRequest: null });
     inspector.on("error", () => {});
     inspectQueue = new Queue(queueName, { connection: inspector, prefix: queuePrefix });
     inspectQueue.on("error", () => {});
-    aof = new AofTail(redis.dir);
     return {
       redis,
-      aof,
-      workerProxy,
-      orchestratorProxy,
+      workerProxies,
+      orchestratorProxies,
       payments,
       inspector,
       inspectQueue,

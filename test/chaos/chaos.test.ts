@@ -72,7 +72,7 @@ describe(`chaos, short (seed ${seed}; rerun with CHAOS_SEED=${seed})`, () => {
         log: out.log,
       });
       for (const line of describeReport(report)) out.log(line);
-      out.log(summaryLine(report).replace(/^chaos:/, "chaos[everysec]:"));
+      out.log(summaryLine(report));
     } finally {
       out.print();
     }

@@ -66,7 +66,7 @@ export async function collectEvidence(world: ChaosWorld, fleet: ChaosFleet): Pro
     list.push(effect);
     effectsByOrder.set(effect.orderId, list);
   }
-  const records = await snapshotRecords(world.redis.url, world.storePrefix, true);
+  const records = await snapshotRecords(await world.redis.masters(), world.storePrefix, true);
 
   const workerEvents = fleet.workerEvents();
   const grantsByKey = new Map<string, Grant[]>();

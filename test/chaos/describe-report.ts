@@ -1,12 +1,30 @@
 import { CHAOS_TIMING } from "./chaos-config.js";
 import type { ChaosReport } from "./judge-run.js";
 
-/** The one line the suite ends with. */
+/** The workers' store durability, as the reports name it: `off`, or `replicas:N`. */
+export function durabilityName(report: ChaosReport): string {
+  return report.durabilityReplicas === 0 ? "off" : `replicas:${report.durabilityReplicas}`;
+}
+
+/**
+ * The one line a run ends with: `chaos:` for the `appendfsync always` run, `chaos[everysec]:` for the
+ * everysec one, `chaos[failover:sentinel]:` or `chaos[failover:cluster]:` for a failover run, which also
+ * names its durability and the records its failovers lost (acknowledged transitions gone after them).
+ */
 export function summaryLine(report: ChaosReport): string {
   const faults = Object.values(report.faultCounts).reduce((sum, n) => sum + n, 0);
+  const failover = report.topology !== "standalone";
+  const label = failover
+    ? `chaos[failover:${report.topology}]`
+    : report.fsync === "always"
+      ? "chaos"
+      : `chaos[${report.fsync}]`;
+  const lostRecords = report.redisLosses.reduce((sum, loss) => sum + loss.lostKeys.length, 0);
   return (
-    `chaos: seed=${report.seed} calls=${report.calls} faults=${faults} duplicates=${report.duplicates} ` +
-    `lost=${report.lost} unknown=${report.unknown} reconciled=${report.reconciled} fence_rejected=${report.fenceRejected}`
+    `${label}: seed=${report.seed}${failover ? ` durability=${durabilityName(report)}` : ""} ` +
+    `calls=${report.calls} faults=${faults} duplicates=${report.duplicates} lost=${report.lost}` +
+    `${failover ? ` lost_records=${lostRecords}` : ""} unknown=${report.unknown} reconciled=${report.reconciled} ` +
+    `fence_rejected=${report.fenceRejected}`
   );
 }
 
@@ -14,7 +32,7 @@ export function summaryLine(report: ChaosReport): string {
 export function describeReport(report: ChaosReport): string[] {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
   const lines = [
-    `chaos report (seed ${report.seed}, appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
+    `chaos report (seed ${report.seed}, ${report.topology === "standalone" ? "" : `failover:${report.topology}, durability ${durabilityName(report)}, `}appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
     `  faults: ${Object.entries(report.faultCounts)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(", ")}`,
@@ -42,8 +60,14 @@ export function describeReport(report: ChaosReport): string[] {
   ];
   for (const late of report.lateRequests.slice(0, 10)) lines.push(`    ${late}`);
   for (const loss of report.redisLosses) {
+    const what =
+      loss.kind === "kill-primary"
+        ? ` (primary ${loss.killed} SIGKILLed, ${loss.serving} promoted)`
+        : loss.emulatedCrashDroppedMs
+          ? ` (emulated OS crash: last ${loss.emulatedCrashDroppedMs} ms of AOF, ${loss.droppedBytes} bytes, dropped)`
+          : " (SIGKILL)";
     lines.push(
-      `  Redis kill at +${(loss.at / 1000).toFixed(1)} s${loss.emulatedCrashDroppedMs ? ` (emulated OS crash: last ${loss.emulatedCrashDroppedMs} ms of AOF, ${loss.droppedBytes} bytes, dropped)` : " (SIGKILL)"}: ` +
+      `  Redis kill at +${(loss.at / 1000).toFixed(1)} s${what}: ` +
         `down ${loss.downMs} ms; ${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,
     );
   }

@@ -7,9 +7,10 @@ import type { ChaosChild } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import type { ChaosFleet } from "./chaos-fleet.js";
 import { readProgress } from "./chaos-plan.js";
+import type { RedisKill } from "./chaos-redis.js";
 import type { ChaosWorld } from "./chaos-world.js";
 import type { Fault } from "./fault-schedule.js";
-import { killAndRestartRedis, type RedisKill, type RedisLoss } from "./redis-loss.js";
+import { killRedis, type RedisLoss } from "./redis-loss.js";
 
 export interface ExecutedFault {
   at: number;
@@ -74,12 +75,13 @@ class FaultDriver {
       case "freeze-worker":
         return this.#freezeWorker(fault);
       case "cut-connections": {
-        const severed = this.#target.world.workerProxy.cut();
+        const severed = this.#target.world.workerProxies.cut();
         return this.#note(fault, `cut ${severed} worker connections to Redis`);
       }
       case "kill-orchestrator":
         return this.#killOrchestrator(fault);
-      case "kill-redis": {
+      case "kill-redis":
+      case "kill-primary": {
         const run = this.#redisBusy.then(() => this.#killRedis(fault));
         this.#redisBusy = run.catch(() => {});
         return run;
@@ -143,12 +145,17 @@ class FaultDriver {
 
   async #killRedis(fault: RedisKill): Promise<void> {
     const { world, fleet, t0 } = this.#target;
-    const loss = await killAndRestartRedis(world, fleet.children, fault, t0);
+    const loss = await killRedis(world, fleet.children, fault, t0);
     this.done.redisLosses.push(loss);
+    const what =
+      loss.kind === "kill-primary"
+        ? `SIGKILL primary ${loss.killed}, ${loss.serving} promoted`
+        : loss.emulatedCrashDroppedMs === undefined
+          ? "SIGKILL"
+          : `SIGKILL + last ${loss.emulatedCrashDroppedMs} ms of AOF dropped (${loss.droppedBytes} bytes)`;
     this.#note(
       fault,
-      `${loss.emulatedCrashDroppedMs === undefined ? "SIGKILL" : `SIGKILL + last ${loss.emulatedCrashDroppedMs} ms of AOF dropped (${loss.droppedBytes} bytes)`}, ` +
-        `down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
+      `${what}, down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
         `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
     );
   }

@@ -14,7 +14,12 @@ export type Fault =
        * `dropLastMs` (SIGKILL alone loses nothing Redis had written: the kernel still holds it).
        */
       dropLastMs?: number;
-    };
+    }
+  /**
+   * A replicated Redis (Sentinel, Cluster): a primary SIGKILLed and a replica promoted in its place, then
+   * the killed one restarted as a replica. `pick` chooses which of a Cluster's masters.
+   */
+  | { at: number; kind: "kill-primary"; pick: number };
 
 export interface FaultPlan {
   workerKills: number;
@@ -24,6 +29,8 @@ export interface FaultPlan {
   redisKills: number;
   /** Add one emulated OS crash of Redis (everysec runs). */
   emulatedCrash: boolean;
+  /** Primaries SIGKILLed and failed over (replicated runs only). */
+  primaryKills: number;
 }
 
 export interface ScheduleOptions extends FaultPlan {
@@ -72,5 +79,9 @@ export function makeSchedule(seed: number, options: ScheduleOptions): Fault[] {
   }
   for (const at of spread(options.redisKills, 0.3, 0.6)) faults.push({ at, kind: "kill-redis" });
   if (options.emulatedCrash) faults.push({ at: within(0.65, 0.8), kind: "kill-redis", dropLastMs: 1_000 });
+  // Drawn last, so that the runs without failovers keep the schedules their seeds always gave.
+  for (const at of spread(options.primaryKills, 0.15, 0.85)) {
+    faults.push({ at, kind: "kill-primary", pick: random.int(0, 2) });
+  }
   return faults.sort((a, b) => a.at - b.at);
 }

@@ -7,6 +7,7 @@ import type { ChaosChild } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import type { WorkerEvent } from "./chaos-fleet.js";
 import type { ChaosPlan } from "./chaos-plan.js";
+import type { ChaosTopology } from "./chaos-redis.js";
 import { type ChaosTransport, RECONCILING_TOOLS } from "./chaos-tools.js";
 import type { AcceptedWrite, Effect, Evidence, Grant } from "./collect-evidence.js";
 import type { ExecutedFault, FaultLog, FreezeEpisode } from "./fault-driver.js";
@@ -17,6 +18,10 @@ export interface ChaosReport {
   seed: number;
   transport: ChaosTransport;
   fsync: "always" | "everysec";
+  /** One Redis, or primaries with replicas that the faults fail over. */
+  topology: ChaosTopology;
+  /** The workers' RedisStore durability: replicas that confirm each transition, 0 for none. */
+  durabilityReplicas: number;
   calls: number;
   durationMs: number;
   faults: ExecutedFault[];
@@ -96,6 +101,8 @@ export interface RunFacts {
   seed: number;
   transport: ChaosTransport;
   fsync: "always" | "everysec";
+  topology: ChaosTopology;
+  durabilityReplicas: number;
   /** When the orchestrator came up: the report's times count from it. */
   t0: number;
   /** From t0 to the end of the drain. */
@@ -116,6 +123,8 @@ export function judgeRun(run: RunFacts, evidence: Evidence, faults: FaultLog): C
     seed: run.seed,
     transport: run.transport,
     fsync: run.fsync,
+    topology: run.topology,
+    durabilityReplicas: run.durabilityReplicas,
     calls: plan.calls.length,
     durationMs: run.durationMs,
     faults: faults.executed,

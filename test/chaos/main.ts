@@ -1,11 +1,21 @@
 // `pnpm test:chaos` (long, on demand): `node --import tsx chaos/main.ts [--seed N] [--short] [--calls N]
-// [--rate N] [--fsync always|everysec|both] [--transport guarded|fetch]`. The seed also comes from CHAOS_SEED;
+// [--rate N] [--fsync always|everysec|both] [--transport guarded|fetch]
+// [--failover sentinel|cluster [--durability off|replicas|both]]`. The seed also comes from CHAOS_SEED;
 // without one a fresh seed is drawn and printed, and passing it back reruns the same plan and fault schedule.
-// Prints the figures of each run and ends with the summary line of the `appendfsync always` run; exits 1 if
-// that run broke a guarantee. The `everysec` run is measured and reported, never failed: it may lose records.
+//
+// On one Redis (the default), prints the figures of each run and ends with the summary line of the
+// `appendfsync always` run; exits 1 if that run broke a guarantee. The `everysec` run is measured and
+// reported, never failed: it may lose records.
+//
+// With `--failover`, Redis is a primary with replicas behind Sentinel, or a Cluster of three masters with a
+// replica each, and the faults SIGKILL primaries for a replica to be promoted (no fsync runs then: the
+// nodes run `everysec`). The run with durability off is measured and reported: what a failover loses
+// (asynchronous replication) and the duplicates it causes. The run with `durability: { replicas: 1 }` must
+// hold every guarantee; its summary line comes last, and the exit code is its verdict.
 
 import { parseArgs } from "node:util";
-import { type ChaosProfile, LONG, SHORT, verdict } from "./chaos-profile.js";
+import { type ChaosProfile, LONG, LONG_FAILOVER, SHORT, SHORT_FAILOVER, verdict } from "./chaos-profile.js";
+import type { ChaosTopology } from "./chaos-redis.js";
 import { describeReport, summaryLine } from "./describe-report.js";
 import { randomSeed } from "./random.js";
 import { runChaos } from "./run-chaos.js";
@@ -21,51 +31,90 @@ const { values } = parseArgs({
     rate: { type: "string" },
     fsync: { type: "string", default: "both" },
     transport: { type: "string", default: "guarded" },
+    failover: { type: "string" },
+    durability: { type: "string", default: "both" },
   },
 });
 const transport = values.transport as "guarded" | "fetch";
 if (transport !== "guarded" && transport !== "fetch") throw new Error("--transport must be guarded or fetch");
+const failover = values.failover;
+if (failover !== undefined && failover !== "sentinel" && failover !== "cluster")
+  throw new Error("--failover must be sentinel or cluster");
+if (!["off", "replicas", "both"].includes(values.durability))
+  throw new Error("--durability must be off, replicas or both");
 const seedText = values.seed ?? process.env.CHAOS_SEED;
 const seed = seedText === undefined ? randomSeed() : Number(seedText);
 if (!Number.isSafeInteger(seed) || seed < 0)
   throw new Error(`--seed must be a non-negative integer, got ${seedText}`);
-const base = values.short ? SHORT : LONG;
+const base = failover ? (values.short ? SHORT_FAILOVER : LONG_FAILOVER) : values.short ? SHORT : LONG;
 const profile: ChaosProfile = {
   ...base,
   ...(values.calls === undefined ? {} : { calls: Number(values.calls) }),
   ...(values.rate === undefined ? {} : { rate: Number(values.rate) }),
 };
-const variants =
-  values.fsync === "both" ? (["always", "everysec"] as const) : [values.fsync as "always" | "everysec"];
+
+/** One run to make: its settings, and whether its verdict counts (else it is measured and reported). */
+interface Variant {
+  topology: ChaosTopology;
+  fsync: "always" | "everysec";
+  durability: boolean;
+  judged: boolean;
+  emulatedCrash: boolean;
+}
+const variants: Variant[] = failover
+  ? (values.durability === "both" ? [false, true] : [values.durability === "replicas"]).map((durability) => ({
+      topology: failover,
+      fsync: "everysec",
+      durability,
+      judged: durability,
+      emulatedCrash: false,
+    }))
+  : (values.fsync === "both"
+      ? (["always", "everysec"] as const)
+      : [values.fsync as "always" | "everysec"]
+    ).map((fsync) => ({
+      topology: "standalone",
+      fsync,
+      durability: false,
+      judged: fsync === "always",
+      // The everysec run adds an emulated OS crash to its SIGKILL: SIGKILL alone cannot lose what Redis wrote.
+      emulatedCrash: fsync === "everysec",
+    }));
 
 // Ctrl-C: exit through the 'exit' hooks, which kill every process this run started.
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
 
-const lines: string[] = [];
+const measuredLines: string[] = [];
 let failed = false;
-let finalLine: string | undefined;
-for (const fsync of variants) {
+let judgedLine: string | undefined;
+for (const variant of variants) {
   const report = await runChaos({
     seed,
     transport,
-    fsync,
+    topology: variant.topology,
+    fsync: variant.fsync,
+    durability: variant.durability,
     calls: profile.calls,
     rate: profile.rate,
-    // The everysec run adds an emulated OS crash to its SIGKILL: SIGKILL alone cannot lose what Redis wrote.
-    faults: { ...profile.faults, emulatedCrash: fsync === "everysec" },
+    faults: { ...profile.faults, emulatedCrash: variant.emulatedCrash },
   });
   for (const line of describeReport(report)) process.stdout.write(`${line}\n`);
   process.stdout.write(`${JSON.stringify({ ...report, faults: undefined, duplicateDetails: undefined })}\n`);
-  if (fsync === "always") {
+  if (variant.judged) {
     const failures = verdict(report, profile);
     for (const failure of failures) process.stdout.write(`FAILED: ${failure}\n`);
     failed ||= failures.length > 0;
-    finalLine = summaryLine(report);
+    judgedLine = summaryLine(report);
   } else {
-    lines.push(summaryLine(report).replace(/^chaos:/, "chaos[everysec]:"));
+    measuredLines.push(summaryLine(report));
   }
 }
-for (const line of lines) process.stdout.write(`${line}\n`);
-process.stdout.write(`rerun: pnpm test:chaos --seed ${seed}\n`);
-if (finalLine) process.stdout.write(`${finalLine}\n`);
+for (const line of measuredLines) process.stdout.write(`${line}\n`);
+const rerun = [
+  `--seed ${seed}`,
+  ...(failover ? [`--failover ${failover}`] : []),
+  ...(values.short ? ["--short"] : []),
+];
+process.stdout.write(`rerun: pnpm test:chaos -- ${rerun.join(" ")}\n`);
+if (judgedLine) process.stdout.write(`${judgedLine}\n`);
 process.exit(failed ? 1 : 0);

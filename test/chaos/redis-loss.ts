@@ -1,21 +1,27 @@
-// What a Redis kill costs: the suite kills the run's Redis (SIGKILL, or an emulated OS crash that also drops
-// the AOF's last writes), restarts it on its AOF, and before any client is let back in compares what Redis
-// kept with every transition the workers saw it acknowledge before the kill.
+// What a Redis kill costs: the suite kills the run's Redis (chaos-redis.ts: a SIGKILL and a restart on the
+// AOF, or an emulated OS crash that also drops the AOF's last writes; or, replicated, a primary SIGKILLed
+// and a replica promoted), and before any client is let back in compares what Redis kept with every
+// transition the workers saw it acknowledge before the kill. Then the killed primary rejoins as a replica.
 
 import type { ChaosChild } from "./chaos-child.js";
+import type { RedisKill } from "./chaos-redis.js";
 import type { ChaosWorld } from "./chaos-world.js";
-import type { Fault } from "./fault-schedule.js";
 import { GRANTS } from "./reporting-store.js";
-import { countRecords, type RecordState, snapshotRecords } from "./store-records.js";
+import { type RecordState, snapshotRecords } from "./store-records.js";
 
-/** What one Redis kill cost: acknowledged transitions Redis no longer had after its restart. */
+/** What one Redis kill cost: acknowledged transitions Redis no longer had once it served again. */
 export interface RedisLoss {
   at: number;
+  kind: RedisKill["kind"];
   emulatedCrashDroppedMs?: number;
+  /** The node killed, and the one that served its data after (itself restarted, or a promoted replica). */
+  killed: string;
+  serving: string;
+  /** From the kill until Redis served again (restarted, or a replica promoted). */
   downMs: number;
   recordsBefore: number;
   recordsAfter: number;
-  /** Keys with an acknowledged transition missing after the restart. */
+  /** Keys with an acknowledged transition missing after the kill. */
   lostKeys: string[];
   /** Of those, keys whose record was gone entirely. */
   goneKeys: number;
@@ -25,46 +31,48 @@ export interface RedisLoss {
   droppedBytes?: number;
 }
 
-export type RedisKill = Extract<Fault, { kind: "kill-redis" }>;
-
 /**
- * Kills the run's Redis and restarts it: both proxies refuse new connections and cut the open ones, so that
- * no client writes between the restart and the look at what Redis kept.
+ * Kills the run's Redis and waits until it serves again: both sides' proxies refuse new connections and cut
+ * the open ones, so that no client writes between the kill and the look at what Redis kept.
  */
-export async function killAndRestartRedis(
+export async function killRedis(
   world: ChaosWorld,
   children: readonly ChaosChild[],
   fault: RedisKill,
   t0: number,
 ): Promise<RedisLoss> {
   const { redis, storePrefix } = world;
-  const proxies = [world.workerProxy, world.orchestratorProxy];
+  const proxies = [world.workerProxies, world.orchestratorProxies];
   for (const proxy of proxies) proxy.refuse(true);
-  const recordsBefore = await countRecords(world.inspector, storePrefix).catch(() => -1);
+  const recordsBefore = await redis
+    .masters()
+    .then((masters) => snapshotRecords(masters, storePrefix))
+    .then((records) => records.size)
+    .catch(() => -1);
   const killAt = Date.now();
-  await redis.kill("SIGKILL");
+  const facts = await redis.kill(fault, killAt);
   for (const proxy of proxies) proxy.cut();
-  let droppedBytes: number | undefined;
-  if (fault.dropLastMs !== undefined) {
-    // What an OS crash under `everysec` may lose: the writes of the last second never reached the disk.
-    droppedBytes = world.aof.dropSince(killAt - fault.dropLastMs);
-  }
-  await redis.restart();
   const downMs = Date.now() - killAt;
   // Before any client is let back in: what did Redis keep?
-  const snapshot = await snapshotRecords(redis.url, storePrefix);
+  const snapshot = await snapshotRecords(await redis.masters(), storePrefix);
   for (const proxy of proxies) proxy.refuse(false);
+  await redis.rejoin();
   const loss = compareWithAcks(children, snapshot, killAt);
   return {
     at: killAt - t0,
-    ...(fault.dropLastMs === undefined ? {} : { emulatedCrashDroppedMs: fault.dropLastMs }),
+    kind: fault.kind,
+    ...(fault.kind === "kill-redis" && fault.dropLastMs !== undefined
+      ? { emulatedCrashDroppedMs: fault.dropLastMs }
+      : {}),
+    killed: facts.killed,
+    serving: facts.serving,
     downMs,
     recordsBefore,
     recordsAfter: snapshot.size,
     lostKeys: loss.lostKeys,
     goneKeys: loss.gone,
     acked: loss.acked,
-    ...(droppedBytes === undefined ? {} : { droppedBytes }),
+    ...(facts.droppedBytes === undefined ? {} : { droppedBytes: facts.droppedBytes }),
   };
 }
 

@@ -1,4 +1,5 @@
-// One chaos run: a Redis of its own (AOF on), a TCP proxy the workers reach it through, the payments
+// One chaos run: a Redis of its own (one server with the AOF on, or primaries with replicas behind Sentinel
+// or as a Cluster: chaos-redis.ts), TCP proxies the workers reach it through, the payments
 // stand-in with heavy-tailed latency (chaos-world.ts), four worker processes and an orchestrator process
 // (chaos-fleet.ts) — and a seeded schedule of faults (fault-schedule.ts) thrown at all of them while the
 // orchestrator dispatches (fault-driver.ts). Then a drain (drain.ts: no more faults; the orchestrator drives
@@ -8,6 +9,7 @@
 import { stopAllChaosChildren } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import { ChaosFleet } from "./chaos-fleet.js";
+import type { ChaosTopology } from "./chaos-redis.js";
 import type { ChaosTransport } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
 import { collectEvidence } from "./collect-evidence.js";
@@ -21,7 +23,12 @@ export interface ChaosOptions {
   /** How the tools call the provider (see chaos-tools.ts). Default `guarded`. */
   transport?: ChaosTransport;
   calls: number;
+  /** The standalone server's AOF policy (the replicated topologies run `everysec`). */
   fsync: "always" | "everysec";
+  /** Default `standalone`; `sentinel` and `cluster` fail primaries over (`primaryKills` in `faults`). */
+  topology?: ChaosTopology;
+  /** The workers' RedisStore `durability` (CHAOS_TIMING.durability) on; default off. */
+  durability?: boolean;
   /** Calls the orchestrator starts per second. */
   rate: number;
   faults: FaultPlan;
@@ -35,7 +42,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const { seed, calls, fsync, rate } = options;
   const transport = options.transport ?? "guarded";
+  const topology = options.topology ?? "standalone";
   const T = CHAOS_TIMING;
+  const durability = options.durability ? T.durability : undefined;
   const dispatchMs = Math.round((calls / rate) * 1_000);
   const schedule = makeSchedule(seed, {
     ...options.faults,
@@ -44,15 +53,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     freezeMinMs: T.freezeMinMs,
     freezeMaxMs: T.freezeMaxMs,
   });
+  const mode =
+    topology === "standalone"
+      ? `fsync=${fsync}`
+      : `failover:${topology} durability=${durability ? `replicas:${durability.replicas}` : "off"}`;
   log(
-    `chaos: seed=${seed} calls=${calls} fsync=${fsync} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
+    `chaos: seed=${seed} calls=${calls} ${mode} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
   );
 
   const started = Date.now();
   let world: ChaosWorld | undefined;
   try {
-    world = await startWorld({ seed, fsync });
-    const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport });
+    world = await startWorld({ seed, topology, fsync });
+    const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport, durability });
     const t0 = Date.now();
     log(`chaos: ${T.workers} workers and the orchestrator are up; plan written to ${world.planFile}`);
 
@@ -65,7 +78,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await fleet.stopWorkers();
 
     const evidence = await collectEvidence(world, fleet);
-    return judgeRun({ seed, transport, fsync, t0, durationMs }, evidence, faults);
+    const durabilityReplicas = durability?.replicas ?? 0;
+    return judgeRun(
+      { seed, transport, fsync, topology, durabilityReplicas, t0, durationMs },
+      evidence,
+      faults,
+    );
   } finally {
     await stopAllChaosChildren();
     await world?.stop();

@@ -1,5 +1,6 @@
 // The store's records as Redis holds them, read by the suite directly (never through a worker's store):
-// after a Redis restart, to see what it kept, and at the end of a run, for the verdict.
+// after a Redis kill, to see what it kept, and at the end of a run, for the verdict. A Cluster's records
+// are spread over its masters: each is read on its own, and together they are all the records.
 
 import { Redis } from "ioredis";
 
@@ -11,28 +12,26 @@ export interface RecordState {
   result?: string | null;
 }
 
-/** How many records there are under `prefix`. */
-export async function countRecords(redis: Redis, prefix: string): Promise<number> {
-  let cursor = "0";
-  let count = 0;
-  do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
-    cursor = next;
-    count += keys.length;
-  } while (cursor !== "0");
-  return count;
-}
-
-/** Every record under `prefix` (key without the prefix → state, phase, fence), on a connection of its own. */
+/** Every record under `prefix` on the masters at `urls` (key without the prefix → state, phase, fence). */
 export async function snapshotRecords(
-  url: string,
+  urls: readonly string[],
   prefix: string,
   withResult = false,
 ): Promise<Map<string, RecordState>> {
+  const found = new Map<string, RecordState>();
+  for (const url of urls) await readNode(url, prefix, withResult, found);
+  return found;
+}
+
+async function readNode(
+  url: string,
+  prefix: string,
+  withResult: boolean,
+  found: Map<string, RecordState>,
+): Promise<void> {
   const redis = new Redis(url, { maxRetriesPerRequest: null });
   redis.on("error", () => {});
   try {
-    const found = new Map<string, RecordState>();
     let cursor = "0";
     do {
       const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
@@ -52,7 +51,6 @@ export async function snapshotRecords(
         });
       });
     } while (cursor !== "0");
-    return found;
   } finally {
     redis.disconnect();
   }

@@ -90,3 +90,58 @@ export class TcpProxy {
     upstream.pipe(client);
   }
 }
+
+/**
+ * One TcpProxy per Redis node, for one side of the run (the workers, the orchestrator): the faults cut and
+ * refuse them all at once, and `natMap` tells a Sentinel or Cluster client to reach each node through its
+ * proxy, wherever the primary has moved.
+ */
+export class ProxyGroup {
+  readonly #byNode: ReadonlyMap<number, TcpProxy>;
+
+  private constructor(byNode: ReadonlyMap<number, TcpProxy>) {
+    this.#byNode = byNode;
+  }
+
+  /** A proxy for each of `nodePorts` (on 127.0.0.1). */
+  static async start(nodePorts: readonly number[]): Promise<ProxyGroup> {
+    const byNode = new Map<number, TcpProxy>();
+    try {
+      for (const port of nodePorts) byNode.set(port, await TcpProxy.start(port));
+    } catch (error) {
+      await Promise.all([...byNode.values()].map((proxy) => proxy.close()));
+      throw error;
+    }
+    return new ProxyGroup(byNode);
+  }
+
+  /** The proxy in front of the node on `nodePort`. */
+  proxyOf(nodePort: number): TcpProxy {
+    const proxy = this.#byNode.get(nodePort);
+    if (!proxy) throw new Error(`no proxy for the node on port ${nodePort}`);
+    return proxy;
+  }
+
+  /** `127.0.0.1:<node port>` → the address of its proxy: ioredis' `natMap`. */
+  get natMap(): Record<string, { host: string; port: number }> {
+    return Object.fromEntries(
+      [...this.#byNode].map(([node, proxy]) => [
+        `127.0.0.1:${node}`,
+        { host: "127.0.0.1", port: proxy.port },
+      ]),
+    );
+  }
+
+  /** Cuts every open connection through every proxy; returns how many. */
+  cut(): number {
+    return [...this.#byNode.values()].reduce((severed, proxy) => severed + proxy.cut(), 0);
+  }
+
+  refuse(refusing: boolean): void {
+    for (const proxy of this.#byNode.values()) proxy.refuse(refusing);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#byNode.values()].map((proxy) => proxy.close()));
+  }
+}

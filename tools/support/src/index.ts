@@ -9,6 +9,7 @@ export {
   type NodeChildOptions,
 } from "./node-child.js";
 export { pingRedis, waitForRedis } from "./ping-redis.js";
+export { pollUntil } from "./poll-until.js";
 export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";
 export {
   clusterNodes,
