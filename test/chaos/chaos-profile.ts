@@ -19,6 +19,7 @@ export const LONG: ChaosProfile = {
     redisKills: 1,
     emulatedCrash: false,
     primaryKills: 0,
+    replicationLagMs: 0,
   },
 };
 
@@ -34,6 +35,7 @@ export const SHORT: ChaosProfile = {
     redisKills: 1,
     emulatedCrash: false,
     primaryKills: 0,
+    replicationLagMs: 0,
   },
 };
 
@@ -42,10 +44,14 @@ export const SHORT_EVERYSEC: ChaosProfile = { ...SHORT, calls: 600 };
 
 /**
  * A profile's failover form: the same calls and faults, but where it kills the one Redis and restarts it,
- * this SIGKILLs `primaryKills` primaries of a replicated Redis, each failed over to a replica.
+ * this SIGKILLs `primaryKills` primaries of a replicated Redis, each failed over to a replica, each with its
+ * replicas 500 ms behind when it dies (less than the Sentinels' and the Cluster's 1 s failure detection).
  */
 export function withFailovers(profile: ChaosProfile, primaryKills: number): ChaosProfile {
-  return { ...profile, faults: { ...profile.faults, redisKills: 0, emulatedCrash: false, primaryKills } };
+  return {
+    ...profile,
+    faults: { ...profile.faults, redisKills: 0, emulatedCrash: false, primaryKills, replicationLagMs: 500 },
+  };
 }
 
 /** `pnpm test:chaos -- --failover sentinel|cluster`: the 5,000 calls, with four primaries failed over. */

@@ -4,11 +4,16 @@
 // - sentinel: a primary, two replicas and three Sentinels (@once/support's startSentinelTopology).
 // - cluster: three masters with a replica each (@once/support's startRedisCluster).
 // In the last two a kill SIGKILLs a primary and waits for a replica's promotion: what the primary had
-// acknowledged but not yet replicated is gone, which is what `durability` exists to prevent.
+// acknowledged but its replicas had not received is gone, which is what `durability` exists to prevent.
+// A SIGKILL alone loses nothing a replica was sent (the kernel still delivers it), so each node there
+// announces a link proxy of the suite's (`announcePort`): its replicas, the Sentinels and any client that
+// Redis points at it reach it through that link, and a kill can first stall the primary's link and then
+// drop what it held back — a primary that dies with its replicas behind.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   awaitClusterFailover,
   clusterMasters,
@@ -16,6 +21,7 @@ import {
   pollUntil,
   type RedisServerHandle,
   restartClusterNode,
+  type SentinelTopology,
   startRedisCluster,
   startRedisServer,
   startSentinelTopology,
@@ -24,7 +30,7 @@ import {
 import { AofTail } from "./aof-tail.js";
 import type { Fault } from "./fault-schedule.js";
 import type { RedisTarget } from "./redis-target.js";
-import type { ProxyGroup } from "./tcp-proxy.js";
+import { type ProxyGroup, TcpProxy } from "./tcp-proxy.js";
 
 export type ChaosTopology = "standalone" | "sentinel" | "cluster";
 
@@ -32,7 +38,9 @@ export type RedisKill = Extract<Fault, { kind: "kill-redis" | "kill-primary" }>;
 
 /** What a kill did, for the fault's note. */
 export interface KillFacts {
-  /** The node killed, and the one serving its data once the kill is over (the same one, restarted, standalone). */
+  /** When the SIGKILL was sent: what Redis had acknowledged before it is what must survive. */
+  killedAt: number;
+  /** The node killed, and the one serving its data once the kill is over (itself restarted, standalone). */
   killed: string;
   serving: string;
   /** AOF bytes dropped (an emulated OS crash). */
@@ -41,18 +49,18 @@ export interface KillFacts {
 
 export interface ChaosRedis {
   readonly topology: ChaosTopology;
-  /** Every data node's port: each has a proxy per side of the run. */
-  readonly nodePorts: readonly number[];
+  /** Every data node: its port, and the one Redis names it by (its link's). Each has a proxy per side. */
+  readonly nodes: readonly { port: number; announced: number }[];
   /** How a client reaches Redis: through `proxies`, or directly without (the suite's own look). */
   target(proxies?: ProxyGroup): RedisTarget;
   /** The URL of every master now: together they hold every record. */
   masters(): Promise<string[]>;
   /**
    * Kills Redis as `fault` says and resolves once it serves again: standalone, a SIGKILL (and the AOF's tail
-   * dropped, for an emulated OS crash) and a restart on the AOF; replicated, a SIGKILL of a primary and a
-   * replica's promotion.
+   * dropped, for an emulated OS crash) and a restart on the AOF; replicated, a SIGKILL of a primary (its
+   * replication stalled `lagMs` first) and a replica's promotion.
    */
-  kill(fault: RedisKill, killAt: number): Promise<KillFacts>;
+  kill(fault: RedisKill): Promise<KillFacts>;
   /** After a kill, once the suite has looked at what was kept: the killed primary comes back as a replica. */
   rejoin(): Promise<void>;
   stop(): Promise<void>;
@@ -86,22 +94,20 @@ async function startStandalone(fsync: "always" | "everysec"): Promise<ChaosRedis
   const aof = new AofTail(redis.dir);
   return {
     topology: "standalone",
-    nodePorts: [redis.port],
+    nodes: [{ port: redis.port, announced: redis.port }],
     target: (proxies) => ({ kind: "standalone", url: proxies ? proxies.proxyOf(redis.port).url : redis.url }),
     masters: async () => [redis.url],
-    async kill(fault, killAt) {
+    async kill(fault) {
+      const killedAt = Date.now();
       await redis.kill("SIGKILL");
       // What an OS crash under `everysec` may lose: the writes of the last second never reached the disk.
       const droppedBytes =
         fault.kind === "kill-redis" && fault.dropLastMs !== undefined
-          ? aof.dropSince(killAt - fault.dropLastMs)
+          ? aof.dropSince(killedAt - fault.dropLastMs)
           : undefined;
       await redis.restart();
-      return {
-        killed: redis.url,
-        serving: redis.url,
-        ...(droppedBytes === undefined ? {} : { droppedBytes }),
-      };
+      const facts = { killedAt, killed: redis.url, serving: redis.url };
+      return droppedBytes === undefined ? facts : { ...facts, droppedBytes };
     },
     rejoin: async () => {},
     async stop() {
@@ -111,15 +117,62 @@ async function startStandalone(fsync: "always" | "everysec"): Promise<ChaosRedis
   };
 }
 
+/** The link proxy in front of each node of a replicated topology, by the node's port. */
+class NodeLinks {
+  readonly #byNode = new Map<number, TcpProxy>();
+
+  /** For `announcePort`: starts the node's link and answers its port. */
+  readonly announce = async (port: number): Promise<number> => {
+    const link = await TcpProxy.start(port);
+    this.#byNode.set(port, link);
+    return link.port;
+  };
+
+  announced(port: number): number {
+    return this.#byNode.get(port)?.port ?? port;
+  }
+
+  /**
+   * SIGKILLs the node on `port` by `kill`, its link first held back for `lagMs` (its replicas fall that far
+   * behind), then cut: what the link held back dies with the node. The link is open again after. Resolves
+   * with when the SIGKILL went out.
+   */
+  async killBehind(port: number, lagMs: number | undefined, kill: () => Promise<void>): Promise<number> {
+    const link = this.#byNode.get(port);
+    if (lagMs) {
+      link?.hold(true);
+      await sleep(lagMs);
+    }
+    const killedAt = Date.now();
+    await kill();
+    link?.cut();
+    link?.hold(false);
+    return killedAt;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#byNode.values()].map((link) => link.close()));
+  }
+}
+
+const lagOf = (fault: RedisKill) => (fault.kind === "kill-primary" ? fault.lagMs : undefined);
+
 // Failovers in seconds, not Sentinel's default 30 s; the AOF as in production (everysec).
 const SENTINEL_OPTIONS = { appendonly: true, downAfterMs: 1_000, failoverTimeoutMs: 2_000 } as const;
 
 async function startSentinel(): Promise<ChaosRedis> {
-  const topology = await startSentinelTopology(SENTINEL_OPTIONS);
+  const links = new NodeLinks();
+  let topology: SentinelTopology;
+  try {
+    topology = await startSentinelTopology({ ...SENTINEL_OPTIONS, announcePort: links.announce });
+  } catch (error) {
+    await links.close();
+    throw error;
+  }
   let down: RedisServerHandle | undefined;
   return {
     topology: "sentinel",
-    nodePorts: topology.nodes.map((node) => node.port),
+    nodes: topology.nodes.map((node) => ({ port: node.port, announced: topology.announcedPort(node) })),
     target: (proxies) => ({
       kind: "sentinel",
       name: topology.name,
@@ -127,26 +180,31 @@ async function startSentinel(): Promise<ChaosRedis> {
       natMap: proxies?.natMap ?? {},
     }),
     masters: async () => [(await topology.primary()).url],
-    async kill() {
+    async kill(fault) {
       const primary = await topology.primary();
-      await topology.kill(primary);
+      const killedAt = await links.killBehind(primary.port, lagOf(fault), () => topology.kill(primary));
       down = primary;
       const promoted = await topology.awaitPromotion(primary);
-      return { killed: primary.url, serving: promoted.url };
+      return { killedAt, killed: primary.url, serving: promoted.url };
     },
     async rejoin() {
       if (down) await topology.restartAsReplica(down);
       down = undefined;
     },
-    stop: () => topology.stop(),
+    async stop() {
+      await topology.stop();
+      await links.close();
+    },
   };
 }
 
 async function startCluster(): Promise<ChaosRedis> {
   const home = mkdtempSync(path.join(os.tmpdir(), "once-chaos-cluster-"));
   const dir = path.join(home, "cluster");
+  const links = new NodeLinks();
   const stop = async () => {
     await stopRedisCluster(dir);
+    await links.close();
     rmSync(home, { recursive: true, force: true });
   };
   let ports: number[];
@@ -155,6 +213,7 @@ async function startCluster(): Promise<ChaosRedis> {
       replicasPerMaster: 1,
       nodeTimeoutMs: 1_000,
       appendonly: true,
+      announcePort: links.announce,
     }));
   } catch (error) {
     await stop();
@@ -173,7 +232,7 @@ async function startCluster(): Promise<ChaosRedis> {
   let down: number | undefined;
   return {
     topology: "cluster",
-    nodePorts: ports,
+    nodes: ports.map((port) => ({ port, announced: links.announced(port) })),
     target: (proxies) => ({
       kind: "cluster",
       // Seeded with the proxies themselves: a client that starts over from its seed nodes goes through them too.
@@ -184,11 +243,12 @@ async function startCluster(): Promise<ChaosRedis> {
     async kill(fault) {
       const masters = await currentMasters();
       const victim = masters[(fault.kind === "kill-primary" ? fault.pick : 0) % masters.length] as number;
-      await killClusterNode(dir, victim);
+      const killedAt = await links.killBehind(victim, lagOf(fault), () => killClusterNode(dir, victim));
       down = victim;
       const after = await awaitClusterFailover(dir, victim);
       const promoted = after.find((port) => !masters.includes(port));
       return {
+        killedAt,
         killed: url(victim),
         serving: promoted === undefined ? after.map(url).join(",") : url(promoted),
       };

@@ -63,8 +63,8 @@ export async function startWorld(options: {
   };
   try {
     redis = await startChaosRedis(topology, fsync);
-    workerProxies = await ProxyGroup.start(redis.nodePorts);
-    orchestratorProxies = await ProxyGroup.start(redis.nodePorts);
+    workerProxies = await ProxyGroup.start(redis.nodes);
+    orchestratorProxies = await ProxyGroup.start(redis.nodes);
     payments = await startPaymentsProcess({ ...CHAOS_TIMING.latency, seed });
     inspector = connectRedis(redis.target(), { maxRetriesPerRequest: null });
     inspector.on("error", () => {});

@@ -17,9 +17,12 @@ export type Fault =
     }
   /**
    * A replicated Redis (Sentinel, Cluster): a primary SIGKILLed and a replica promoted in its place, then
-   * the killed one restarted as a replica. `pick` chooses which of a Cluster's masters.
+   * the killed one restarted as a replica. `pick` chooses which of a Cluster's masters. With `lagMs`, the
+   * primary's replication stalls that long before the kill, and what it held back dies with it: a SIGKILL
+   * alone loses nothing a replica was sent (the kernel still delivers it), while a primary that dies with
+   * its replicas behind — a slow link, a replica busy — loses what they had not received.
    */
-  | { at: number; kind: "kill-primary"; pick: number };
+  | { at: number; kind: "kill-primary"; pick: number; lagMs?: number };
 
 export interface FaultPlan {
   workerKills: number;
@@ -31,6 +34,8 @@ export interface FaultPlan {
   emulatedCrash: boolean;
   /** Primaries SIGKILLed and failed over (replicated runs only). */
   primaryKills: number;
+  /** How far behind its replicas each killed primary is (`lagMs` of its kill); 0 for none. */
+  replicationLagMs: number;
 }
 
 export interface ScheduleOptions extends FaultPlan {
@@ -81,7 +86,8 @@ export function makeSchedule(seed: number, options: ScheduleOptions): Fault[] {
   if (options.emulatedCrash) faults.push({ at: within(0.65, 0.8), kind: "kill-redis", dropLastMs: 1_000 });
   // Drawn last, so that the runs without failovers keep the schedules their seeds always gave.
   for (const at of spread(options.primaryKills, 0.15, 0.85)) {
-    faults.push({ at, kind: "kill-primary", pick: random.int(0, 2) });
+    const lag = options.replicationLagMs > 0 ? { lagMs: options.replicationLagMs } : {};
+    faults.push({ at, kind: "kill-primary", pick: random.int(0, 2), ...lag });
   }
   return faults.sort((a, b) => a.at - b.at);
 }

@@ -17,7 +17,7 @@ export interface RedisLoss {
   /** The node killed, and the one that served its data after (itself restarted, or a promoted replica). */
   killed: string;
   serving: string;
-  /** From the kill until Redis served again (restarted, or a replica promoted). */
+  /** From the SIGKILL until Redis served again (restarted, or a replica promoted). */
   downMs: number;
   recordsBefore: number;
   recordsAfter: number;
@@ -49,8 +49,8 @@ export async function killRedis(
     .then((masters) => snapshotRecords(masters, storePrefix))
     .then((records) => records.size)
     .catch(() => -1);
-  const killAt = Date.now();
-  const facts = await redis.kill(fault, killAt);
+  const facts = await redis.kill(fault);
+  const killAt = facts.killedAt;
   for (const proxy of proxies) proxy.cut();
   const downMs = Date.now() - killAt;
   // Before any client is let back in: what did Redis keep?

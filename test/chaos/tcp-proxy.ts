@@ -1,14 +1,16 @@
 import net from "node:net";
 
 /**
- * A TCP proxy in the test process between the workers and Redis: it can cut every open connection at once
- * (as a flaky network or a load balancer would) and refuse new ones for a while.
+ * A TCP proxy in the test process between the workers and Redis, or between Redis nodes: it can cut every
+ * open connection at once (as a flaky network or a load balancer would), refuse new ones for a while, and
+ * hold back what goes through it (a link that stalls; a cut then drops what it held).
  */
 export class TcpProxy {
   readonly #server: net.Server;
   readonly #targetPort: number;
-  readonly #pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
+  readonly #pairs = new Set<Pair>();
   #refusing = false;
+  #holding = false;
   /** Connections accepted since start. */
   accepted = 0;
   /** Connections destroyed by `cut()`. */
@@ -61,6 +63,19 @@ export class TcpProxy {
     this.#refusing = refusing;
   }
 
+  /**
+   * While holding, nothing is forwarded either way: what each side sends waits in the proxy (and then in
+   * the kernel's buffers), as on a link that stalls. Released, it flows on; cut, it is gone.
+   */
+  hold(holding: boolean): void {
+    if (holding === this.#holding) return;
+    this.#holding = holding;
+    for (const pair of this.#pairs) {
+      if (holding) unlink(pair);
+      else link(pair);
+    }
+  }
+
   async close(): Promise<void> {
     this.cut();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
@@ -86,9 +101,23 @@ export class TcpProxy {
     upstream.on("error", close);
     client.on("close", close);
     upstream.on("close", close);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    if (!this.#holding) link(pair);
   }
+}
+
+type Pair = { client: net.Socket; upstream: net.Socket };
+
+function link({ client, upstream }: Pair): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
+}
+
+function unlink({ client, upstream }: Pair): void {
+  client.unpipe(upstream);
+  upstream.unpipe(client);
+  // Unpiped, a stream stays in flowing mode with no reader: paused, it keeps what comes in.
+  client.pause();
+  upstream.pause();
 }
 
 /**
@@ -98,21 +127,26 @@ export class TcpProxy {
  */
 export class ProxyGroup {
   readonly #byNode: ReadonlyMap<number, TcpProxy>;
+  readonly #announced: ReadonlyMap<number, number>;
 
-  private constructor(byNode: ReadonlyMap<number, TcpProxy>) {
+  private constructor(byNode: ReadonlyMap<number, TcpProxy>, announced: ReadonlyMap<number, number>) {
     this.#byNode = byNode;
+    this.#announced = announced;
   }
 
-  /** A proxy for each of `nodePorts` (on 127.0.0.1). */
-  static async start(nodePorts: readonly number[]): Promise<ProxyGroup> {
+  /**
+   * A proxy for each node (on 127.0.0.1), to its own `port`, for the clients that Redis tells of the node
+   * by its `announced` port.
+   */
+  static async start(nodes: readonly { port: number; announced: number }[]): Promise<ProxyGroup> {
     const byNode = new Map<number, TcpProxy>();
     try {
-      for (const port of nodePorts) byNode.set(port, await TcpProxy.start(port));
+      for (const node of nodes) byNode.set(node.port, await TcpProxy.start(node.port));
     } catch (error) {
       await Promise.all([...byNode.values()].map((proxy) => proxy.close()));
       throw error;
     }
-    return new ProxyGroup(byNode);
+    return new ProxyGroup(byNode, new Map(nodes.map((node) => [node.port, node.announced])));
   }
 
   /** The proxy in front of the node on `nodePort`. */
@@ -122,11 +156,11 @@ export class ProxyGroup {
     return proxy;
   }
 
-  /** `127.0.0.1:<node port>` → the address of its proxy: ioredis' `natMap`. */
+  /** `127.0.0.1:<announced port>` → the address of the node's proxy: ioredis' `natMap`. */
   get natMap(): Record<string, { host: string; port: number }> {
     return Object.fromEntries(
       [...this.#byNode].map(([node, proxy]) => [
-        `127.0.0.1:${node}`,
+        `127.0.0.1:${this.#announced.get(node) ?? node}`,
         { host: "127.0.0.1", port: proxy.port },
       ]),
     );

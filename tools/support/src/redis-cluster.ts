@@ -32,10 +32,21 @@ export interface RedisClusterOptions {
   nodeTimeoutMs?: number;
   /** Every node's AOF (default off), fsync `everysec`. */
   appendonly?: boolean;
+  /**
+   * Where a node says it is (`cluster-announce-port`), given its own port: its replicas and the clients
+   * (through CLUSTER SLOTS and redirections) reach it there, the cluster bus stays on its own port + 10000.
+   * A caller's proxy in front of the node can so hold back or cut its replication. Default: its own port.
+   */
+  announcePort?: (port: number) => number | Promise<number>;
 }
 
 /** How every node of a cluster is started: kept in its state file, so that a node restarts the same. */
-type NodeSettings = Required<Pick<RedisClusterOptions, "replicasPerMaster" | "nodeTimeoutMs" | "appendonly">>;
+type NodeSettings = Required<
+  Pick<RedisClusterOptions, "replicasPerMaster" | "nodeTimeoutMs" | "appendonly">
+> & {
+  /** Node port → the port it announces, for the nodes that announce another one. */
+  announced?: Record<string, number>;
+};
 
 export interface RedisCluster {
   /** Every node's port; the first three are the first masters. */
@@ -144,6 +155,7 @@ async function clusterHealthy(ports: readonly number[]): Promise<boolean> {
 }
 
 function startNode(dir: string, port: number, settings: NodeSettings): Promise<unknown> {
+  const announce = settings.announced?.[port];
   return startRedisServer({
     port,
     dir,
@@ -164,6 +176,16 @@ function startNode(dir: string, port: number, settings: NodeSettings): Promise<u
       // A replica's full sync starts at once, not after the 5 s Redis waits for more replicas to join it.
       "--repl-diskless-sync-delay",
       "0",
+      ...(announce === undefined
+        ? []
+        : [
+            "--cluster-announce-ip",
+            HOST,
+            "--cluster-announce-port",
+            String(announce),
+            "--cluster-announce-bus-port",
+            String(port + 10000),
+          ]),
     ],
   });
 }
@@ -306,6 +328,10 @@ export async function startRedisCluster(
   for (let attempt = 1; attempt <= 3; attempt++) {
     const ports = await pickPorts(nodeCount, tried);
     for (const port of ports) tried.add(port);
+    if (options.announcePort) {
+      settings.announced = {};
+      for (const port of ports) settings.announced[port] = await options.announcePort(port);
+    }
     writeState(dir, ports, settings);
     try {
       for (const port of ports) await startNode(dir, port, settings);
@@ -345,6 +371,12 @@ function parseClusterNodes(reply: string | null): ClusterNodeView[] {
     });
 }
 
+/** The node port behind a port the cluster names (its announced one, or its own). */
+function nodePortOf(state: ClusterState | undefined, named: number): number {
+  const found = Object.entries(state?.settings?.announced ?? {}).find(([, announced]) => announced === named);
+  return found === undefined ? named : Number(found[0]);
+}
+
 /** The nodes of `dir`'s cluster whose process runs now. */
 function runningPorts(dir: string): number[] {
   return recordedPorts(dir).filter((port) => {
@@ -354,10 +386,12 @@ function runningPorts(dir: string): number[] {
 }
 
 /**
- * The masters serving slots now, as every running node of `dir`'s cluster sees them: undefined while they
- * disagree, or while the cluster is not `ok` everywhere (a failover under way).
+ * The masters serving slots now (their own ports, whatever they announce), as every running node of
+ * `dir`'s cluster sees them: undefined while they disagree, or while the cluster is not `ok` everywhere (a
+ * failover under way).
  */
 export async function clusterMasters(dir: string): Promise<number[] | undefined> {
+  const state = readState(dir);
   let agreed: string | undefined;
   for (const port of runningPorts(dir)) {
     try {
@@ -365,7 +399,7 @@ export async function clusterMasters(dir: string): Promise<number[] | undefined>
       if (infoField(info, "cluster_state") !== "ok") return undefined;
       const masters = parseClusterNodes(await redisCommand(HOST, port, ["CLUSTER", "NODES"]))
         .filter((node) => node.flags.includes("master") && !node.flags.includes("fail") && node.servesSlots)
-        .map((node) => node.port)
+        .map((node) => nodePortOf(state, node.port))
         .sort((a, b) => a - b);
       const seen = masters.join(",");
       if (agreed !== undefined && seen !== agreed) return undefined;

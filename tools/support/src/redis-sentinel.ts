@@ -6,6 +6,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { freePort } from "./free-port.js";
 import { pollUntil } from "./poll-until.js";
 import type { RedisNodeAddress } from "./redis-address.js";
 import { redisCommand } from "./redis-command.js";
@@ -35,6 +36,12 @@ export interface SentinelTopologyOptions {
   appendfsync?: "always" | "everysec" | "no";
   /** More arguments for every data node. */
   extraArgs?: readonly string[];
+  /**
+   * Where a data node says it is (`replica-announce-port`), given its own port: the Sentinels, its
+   * replicas and the clients the Sentinels answer reach it there. A caller's proxy in front of the node
+   * can so hold back or cut its replication. Default: its own port.
+   */
+  announcePort?: (port: number) => number | Promise<number>;
 }
 
 export interface SentinelTopology {
@@ -44,10 +51,10 @@ export interface SentinelTopology {
   readonly sentinels: readonly RedisServerHandle[];
   /** Where the Sentinels listen: ioredis' `new Redis({ sentinels, name })`. */
   readonly sentinelAddresses: readonly RedisNodeAddress[];
+  /** The port a data node is known by (see `announcePort`): what the Sentinels name as the primary. */
+  announcedPort(node: RedisServerHandle): number;
   /** The data node a quorum of Sentinels names the primary now. Throws while they do not agree. */
   primary(): Promise<RedisServerHandle>;
-  /** The running data nodes that are not the primary. */
-  replicasOf(primary: RedisServerHandle): RedisServerHandle[];
   /** SIGKILLs a data node (the primary, for a failover) and resolves once it is gone; its dir stays. */
   kill(node: RedisServerHandle): Promise<void>;
   /**
@@ -100,6 +107,8 @@ export async function startSentinelTopology(
   const dir = mkdtempSync(path.join(os.tmpdir(), "once-sentinel-"));
   const nodes: RedisServerHandle[] = [];
   const sentinels: RedisServerHandle[] = [];
+  const announced = new Map<RedisServerHandle, number>();
+  const announcedPort = (node: RedisServerHandle) => announced.get(node) ?? node.port;
 
   const stop = async () => {
     // Sentinels first: with the data nodes going down one by one, they would start failovers.
@@ -108,16 +117,31 @@ export async function startSentinelTopology(
     rmSync(dir, { recursive: true, force: true });
   };
 
-  const startNode = (extraArgs: readonly string[]) => {
+  const startNode = async (extraArgs: readonly string[]) => {
     const nodeDir = path.join(dir, `node-${nodes.length + 1}`);
     mkdirSync(nodeDir);
-    return startRedisServer({
+    // The port is picked here, not by startRedisServer: the node must be told where it is announced.
+    const port = await freePort();
+    const announce = options.announcePort === undefined ? port : await options.announcePort(port);
+    const node = await startRedisServer({
+      port,
       dir: nodeDir,
       appendonly: options.appendonly ?? false,
       appendfsync: options.appendfsync ?? "everysec",
-      // A replica's full sync starts at once, not after the 5 s Redis waits for more replicas to join it.
-      extraArgs: ["--repl-diskless-sync-delay", "0", ...(options.extraArgs ?? []), ...extraArgs],
+      extraArgs: [
+        // A replica's full sync starts at once, not after the 5 s Redis waits for more replicas to join it.
+        "--repl-diskless-sync-delay",
+        "0",
+        ...(announce === port
+          ? []
+          : ["--replica-announce-ip", HOST, "--replica-announce-port", String(announce)]),
+        ...(options.extraArgs ?? []),
+        ...extraArgs,
+      ],
     });
+    announced.set(node, announce);
+    nodes.push(node);
+    return node;
   };
 
   const primary = async (): Promise<RedisServerHandle> => {
@@ -127,16 +151,15 @@ export async function startSentinelTopology(
     const votes = new Map<number, number>();
     for (const port of named) if (port !== undefined) votes.set(port, (votes.get(port) ?? 0) + 1);
     const [port] = [...votes].find(([, n]) => n >= quorum) ?? [];
-    const node = nodes.find((candidate) => candidate.port === port);
+    const node = nodes.find((candidate) => announcedPort(candidate) === port);
     if (!node) throw new Error(`the Sentinels do not agree on a primary (they name ${named.join(", ")})`);
     return node;
   };
 
   try {
     const first = await startNode([]);
-    nodes.push(first);
     for (let k = 0; k < replicaCount; k++) {
-      nodes.push(await startNode(["--replicaof", HOST, String(first.port)]));
+      await startNode(["--replicaof", HOST, String(announcedPort(first))]);
     }
     for (let k = 0; k < sentinelCount; k++) {
       const sentinelDir = path.join(dir, `sentinel-${k + 1}`);
@@ -145,7 +168,7 @@ export async function startSentinelTopology(
       writeFileSync(
         configFile,
         [
-          `sentinel monitor ${name} ${HOST} ${first.port} ${quorum}`,
+          `sentinel monitor ${name} ${HOST} ${announcedPort(first)} ${quorum}`,
           `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1_000}`,
           `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 2_000}`,
           `sentinel parallel-syncs ${name} 1`,
@@ -158,7 +181,7 @@ export async function startSentinelTopology(
     const everyoneSeen = async () => {
       for (const sentinel of sentinels) {
         const info = await redisCommand(HOST, sentinel.port, ["INFO", "sentinel"]).catch(() => null);
-        const wanted = `address=${HOST}:${first.port},slaves=${replicaCount},sentinels=${sentinelCount}`;
+        const wanted = `address=${HOST}:${announcedPort(first)},slaves=${replicaCount},sentinels=${sentinelCount}`;
         if (!info?.includes(`status=ok,${wanted}`)) return false;
       }
       return (await Promise.all(nodes.slice(1).map((node) => replicaInSync(node.port)))).every(Boolean);
@@ -176,8 +199,8 @@ export async function startSentinelTopology(
     nodes,
     sentinels,
     sentinelAddresses: sentinels.map((sentinel) => ({ host: HOST, port: sentinel.port })),
+    announcedPort,
     primary,
-    replicasOf: (current) => nodes.filter((node) => node !== current && node.running),
     kill: (node) => node.kill("SIGKILL"),
     async awaitPromotion(old, { timeoutMs = 30_000 } = {}) {
       let promoted: RedisServerHandle | undefined;
@@ -198,7 +221,7 @@ export async function startSentinelTopology(
     async restartAsReplica(node) {
       const current = await primary();
       if (current === node) throw new Error(`${node.url} is the primary: there is nothing to replicate`);
-      await node.restart({ extraArgs: ["--replicaof", HOST, String(current.port)] });
+      await node.restart({ extraArgs: ["--replicaof", HOST, String(announcedPort(current))] });
       if (!(await pollUntil(() => replicaInSync(node.port), { timeoutMs: 30_000, intervalMs: 100 }))) {
         throw new Error(`${node.url} did not sync with the primary ${current.url} within 30 s`);
       }
