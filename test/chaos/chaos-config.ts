@@ -22,10 +22,10 @@ export const CHAOS_TIMING = {
   freezeMinMs: 5_000,
   freezeMaxMs: 7_000,
   /**
-   * The workers' `durability` when a run asks for it: one replica confirms each transition, within 300 ms
-   * (a settle asks again while the store's 1 s allow).
+   * How long a replica has to confirm a transition when a run asks for durability (a settle asks again
+   * while the store's 1 s allow).
    */
-  durability: { replicas: 1, timeoutMs: 300 },
+  durabilityTimeoutMs: 300,
 } as const;
 
 /** A chaos worker process's settings, as JSON in CHAOS_WORKER_CONFIG. */

@@ -45,7 +45,7 @@ export const SHORT_EVERYSEC: ChaosProfile = { ...SHORT, calls: 600 };
 /**
  * A profile's failover form: the same calls and faults, but where it kills the one Redis and restarts it,
  * this SIGKILLs `primaryKills` primaries of a replicated Redis, each failed over to a replica, each with its
- * replicas 500 ms behind when it dies (less than the Sentinels' and the Cluster's 1 s failure detection).
+ * replicas 500 ms behind when it dies (less than the Sentinels' and the Cluster's 2 s failure detection).
  */
 export function withFailovers(profile: ChaosProfile, primaryKills: number): ChaosProfile {
   return {

@@ -34,6 +34,17 @@ import { type ProxyGroup, TcpProxy } from "./tcp-proxy.js";
 
 export type ChaosTopology = "standalone" | "sentinel" | "cluster";
 
+/**
+ * The replicas of each primary: `durability.replicas` must be all of them for a failover to keep every
+ * confirmed write. Sentinel promotes the replica whose offset looked best when it last asked (INFO, every
+ * 1 to 10 s), not the one that confirmed the write; a Cluster's master has only the one.
+ */
+export const REPLICAS_PER_PRIMARY: Readonly<Record<ChaosTopology, number>> = {
+  standalone: 0,
+  sentinel: 2,
+  cluster: 1,
+};
+
 export type RedisKill = Extract<Fault, { kind: "kill-redis" | "kill-primary" }>;
 
 /** What a kill did, for the fault's note. */
@@ -157,8 +168,17 @@ class NodeLinks {
 
 const lagOf = (fault: RedisKill) => (fault.kind === "kill-primary" ? fault.lagMs : undefined);
 
-// Failovers in seconds, not Sentinel's default 30 s; the AOF as in production (everysec).
-const SENTINEL_OPTIONS = { appendonly: true, downAfterMs: 1_000, failoverTimeoutMs: 2_000 } as const;
+// Failovers in seconds, not Sentinel's default 30 s, but a primary must be silent for 2 s before it is
+// deemed down: on a loaded two-core machine a fresh primary can miss a 1 s deadline, and a live primary
+// failed over loses what it takes meanwhile. failover-timeout well above the 2 s the Sentinels take to
+// hear of a new configuration: with less, a second Sentinel starts its own failover of the same primary.
+// The AOF as in production (everysec).
+const SENTINEL_OPTIONS = {
+  replicas: REPLICAS_PER_PRIMARY.sentinel,
+  appendonly: true,
+  downAfterMs: 2_000,
+  failoverTimeoutMs: 5_000,
+} as const;
 
 async function startSentinel(): Promise<ChaosRedis> {
   const links = new NodeLinks();
@@ -210,8 +230,9 @@ async function startCluster(): Promise<ChaosRedis> {
   let ports: number[];
   try {
     ({ ports } = await startRedisCluster(dir, {
-      replicasPerMaster: 1,
-      nodeTimeoutMs: 1_000,
+      replicasPerMaster: REPLICAS_PER_PRIMARY.cluster,
+      // As the Sentinels' 2 s: a live master a loaded machine delays must not be failed over.
+      nodeTimeoutMs: 2_000,
       appendonly: true,
       announcePort: links.announce,
     }));

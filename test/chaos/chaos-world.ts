@@ -12,10 +12,13 @@ import { CHAOS_TIMING } from "./chaos-config.js";
 import { type ChaosRedis, type ChaosTopology, startChaosRedis } from "./chaos-redis.js";
 import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
 import { connectRedis } from "./redis-target.js";
+import { RoleWatch } from "./role-watch.js";
 import { ProxyGroup } from "./tcp-proxy.js";
 
 export interface ChaosWorld {
   readonly redis: ChaosRedis;
+  /** Every data node's role over the run (replicated topologies: one node alone is always the master). */
+  readonly roles: RoleWatch | undefined;
   /** The workers reach Redis through these: the faults cut their connections. */
   readonly workerProxies: ProxyGroup;
   readonly orchestratorProxies: ProxyGroup;
@@ -52,7 +55,9 @@ export async function startWorld(options: {
   let payments: PaymentsProcess | undefined;
   let inspector: Redis | Cluster | undefined;
   let inspectQueue: Queue | undefined;
+  let roles: RoleWatch | undefined;
   const stop = async () => {
+    roles?.stop();
     await inspectQueue?.close().catch(() => {});
     inspector?.disconnect();
     await workerProxies?.close().catch(() => {});
@@ -70,8 +75,10 @@ export async function startWorld(options: {
     inspector.on("error", () => {});
     inspectQueue = new Queue(queueName, { connection: inspector, prefix: queuePrefix });
     inspectQueue.on("error", () => {});
+    if (topology !== "standalone") roles = new RoleWatch(redis.nodes.map((node) => node.port));
     return {
       redis,
+      roles,
       workerProxies,
       orchestratorProxies,
       payments,

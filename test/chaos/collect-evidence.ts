@@ -9,6 +9,7 @@ import type { ChaosFleet, WorkerEvent } from "./chaos-fleet.js";
 import { type ChaosPlan, readProgress, type SettledCall } from "./chaos-plan.js";
 import type { ChaosWorld } from "./chaos-world.js";
 import { GRANTS } from "./reporting-store.js";
+import type { RoleChange } from "./role-watch.js";
 import { type RecordState, snapshotRecords } from "./store-records.js";
 
 /** One side effect in the provider's ledger. */
@@ -47,6 +48,8 @@ export interface Evidence {
   /** Every grant of ownership, key by key, as the workers saw them. */
   grantsByKey: Map<string, Grant[]>;
   writesOk: AcceptedWrite[];
+  /** Every change of a data node's role the suite saw (replicated topologies). */
+  roleChanges: readonly RoleChange[];
 }
 
 /** Gathers the evidence of a drained run whose workers are stopped. */
@@ -99,5 +102,6 @@ export async function collectEvidence(world: ChaosWorld, fleet: ChaosFleet): Pro
     workerEvents,
     grantsByKey,
     writesOk,
+    roleChanges: world.roles?.changes ?? [],
   };
 }

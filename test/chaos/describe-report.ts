@@ -71,6 +71,11 @@ export function describeReport(report: ChaosReport): string[] {
         `down ${loss.downMs} ms; ${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,
     );
   }
+  if (report.topology !== "standalone") {
+    lines.push(`  promotions no planned kill explains: ${report.unplannedPromotions.length}`);
+    for (const detail of report.unplannedPromotions) lines.push(`    ${detail}`);
+    lines.push(`  roles seen: ${report.roleChanges.join(", ")}`);
+  }
   lines.push(
     `  duplicates: ${report.duplicates} (in the named window — owner frozen between its last check and the send: ${report.windowDuplicates}; on keys a Redis kill lost a transition of: ${report.duplicatesAfterLoss})`,
   );

@@ -91,6 +91,7 @@ class FaultDriver {
 
   async #killWorker(fault: Extract<Fault, { kind: "kill-worker" }>): Promise<void> {
     const { slots } = this.#target.fleet;
+    await this.#someWorkerRunning();
     const slot = this.#pickWorker(fault.worker);
     const child = slot === undefined ? undefined : slots[slot];
     if (slot === undefined || !child) return this.#note(fault, "skipped: no running worker");
@@ -103,6 +104,7 @@ class FaultDriver {
 
   async #freezeWorker(fault: Extract<Fault, { kind: "freeze-worker" }>): Promise<void> {
     const { fleet } = this.#target;
+    await this.#someWorkerRunning();
     const slot = this.#pickWorker(fault.worker);
     const child = slot === undefined ? undefined : fleet.slots[slot];
     if (!child) return this.#note(fault, "skipped: no running worker");
@@ -158,6 +160,17 @@ class FaultDriver {
       `${what}, down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
         `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
     );
+  }
+
+  /**
+   * Waits up to 15 s while no worker can be picked: restarted workers can take that long to come up (a busy
+   * machine; a store with durability, which will not start while a failed-over primary has no replica yet).
+   * The caller picks right after, in the same turn, so that two faults never take the same worker.
+   */
+  async #someWorkerRunning(): Promise<void> {
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
+      if (this.#pickWorker(0) !== undefined) return;
+    }
   }
 
   /** The slot of a running worker, not frozen nor about to be: `preferred` if it can, else the next one. */

@@ -13,6 +13,7 @@ import type { AcceptedWrite, Effect, Evidence, Grant } from "./collect-evidence.
 import type { ExecutedFault, FaultLog, FreezeEpisode } from "./fault-driver.js";
 import type { RedisLoss } from "./redis-loss.js";
 import { FINAL_WRITES } from "./reporting-store.js";
+import type { RoleChange } from "./role-watch.js";
 
 export interface ChaosReport {
   seed: number;
@@ -94,6 +95,13 @@ export interface ChaosReport {
    * their call had settled, and drove again: re-opened by a worker running a job it no longer held.
    */
   reopened: string[];
+  /**
+   * Promotions no kill explains: a replica made master while its primary was alive (the Sentinels or the
+   * Cluster deemed it down). Writes the old primary took meanwhile may be lost, confirmed or not.
+   */
+  unplannedPromotions: string[];
+  /** Every role change of a data node the suite saw, in order (`+12.3s 6380 master`). */
+  roleChanges: string[];
 }
 
 /** What the run was, besides its evidence. */
@@ -165,6 +173,10 @@ export function judgeRun(run: RunFacts, evidence: Evidence, faults: FaultLog): C
     slowStdout: owners.slowStdout,
     workerStarts: children.filter((child) => child.name.startsWith("worker-")).length,
     reopened: orchestrated.reopened,
+    unplannedPromotions: unplannedPromotions(evidence.roleChanges, faults.redisLosses, run.t0),
+    roleChanges: evidence.roleChanges.map(
+      (change) => `+${((change.at - run.t0) / 1000).toFixed(1)}s ${change.port} ${change.role}`,
+    ),
     orchestratorStarts: orchestrators.length,
   };
 }
@@ -226,7 +238,8 @@ function judgeCalls(
                 `sent ${Date.parse(e.createdAt) - Number(e.metadata.once_checked_at)} ms after its check]`,
             )
             .join(" ") +
-          lossNote,
+          lossNote +
+          (duplicateDetails.length < 3 ? `\n${timeline(children, t0, key, call.i).join("\n")}` : ""),
       );
     }
     if (state === "claimed" || state === "reconciling" || state === "released") stuck += 1;
@@ -516,4 +529,32 @@ function timeline(children: readonly ChaosChild[], t0: number, key: string, i: n
   return lines
     .sort((a, b) => a.at - b.at)
     .map((line) => `      +${((line.at - t0) / 1000).toFixed(3)}s ${line.text}`);
+}
+
+/**
+ * Promotions (a node seen as a replica, then as the master) that no planned kill explains: each kill
+ * explains one, from its SIGKILL to 5 s after Redis served again.
+ */
+function unplannedPromotions(
+  changes: readonly RoleChange[],
+  losses: readonly RedisLoss[],
+  t0: number,
+): string[] {
+  const last = new Map<number, string>();
+  const unexplained: string[] = [];
+  const windows = losses
+    .filter((loss) => loss.kind === "kill-primary")
+    .map((loss) => ({ from: t0 + loss.at, to: t0 + loss.at + loss.downMs + 5_000, used: false }));
+  for (const change of changes) {
+    const before = last.get(change.port);
+    last.set(change.port, change.role);
+    if (change.role !== "master" || before !== "slave") continue;
+    const window = windows.find((w) => !w.used && change.at >= w.from && change.at <= w.to);
+    if (window) window.used = true;
+    else
+      unexplained.push(
+        `127.0.0.1:${change.port} became master at +${((change.at - t0) / 1000).toFixed(1)} s`,
+      );
+  }
+  return unexplained;
 }

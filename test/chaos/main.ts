@@ -1,6 +1,7 @@
 // `pnpm test:chaos` (long, on demand): `node --import tsx chaos/main.ts [--seed N] [--short] [--calls N]
 // [--rate N] [--fsync always|everysec|both] [--transport guarded|fetch]
-// [--failover sentinel|cluster [--durability off|replicas|both]]`. The seed also comes from CHAOS_SEED;
+// [--failover sentinel|cluster [--durability off|replicas|both] [--replicas N]]`. The seed also comes
+// from CHAOS_SEED;
 // without one a fresh seed is drawn and printed, and passing it back reruns the same plan and fault schedule.
 //
 // On one Redis (the default), prints the figures of each run and ends with the summary line of the
@@ -10,12 +11,14 @@
 // With `--failover`, Redis is a primary with replicas behind Sentinel, or a Cluster of three masters with a
 // replica each, and the faults SIGKILL primaries for a replica to be promoted (no fsync runs then: the
 // nodes run `everysec`). The run with durability off is measured and reported: what a failover loses
-// (asynchronous replication) and the duplicates it causes. The run with `durability: { replicas: 1 }` must
-// hold every guarantee; its summary line comes last, and the exit code is its verdict.
+// (asynchronous replication) and the duplicates it causes. The run with durability on — `replicas` every
+// replica of a primary (Sentinel 2, Cluster 1) — must hold every guarantee; its summary line comes last, and
+// the exit code is its verdict. `--replicas N` asks fewer: measured and reported, since a failover may then
+// promote a replica that did not confirm a write.
 
 import { parseArgs } from "node:util";
 import { type ChaosProfile, LONG, LONG_FAILOVER, SHORT, SHORT_FAILOVER, verdict } from "./chaos-profile.js";
-import type { ChaosTopology } from "./chaos-redis.js";
+import { type ChaosTopology, REPLICAS_PER_PRIMARY } from "./chaos-redis.js";
 import { describeReport, summaryLine } from "./describe-report.js";
 import { randomSeed } from "./random.js";
 import { runChaos } from "./run-chaos.js";
@@ -33,6 +36,7 @@ const { values } = parseArgs({
     transport: { type: "string", default: "guarded" },
     failover: { type: "string" },
     durability: { type: "string", default: "both" },
+    replicas: { type: "string" },
   },
 });
 const transport = values.transport as "guarded" | "fetch";
@@ -57,25 +61,31 @@ const profile: ChaosProfile = {
 interface Variant {
   topology: ChaosTopology;
   fsync: "always" | "everysec";
-  durability: boolean;
+  durabilityReplicas: number;
   judged: boolean;
   emulatedCrash: boolean;
 }
+const allReplicas = failover ? REPLICAS_PER_PRIMARY[failover] : 0;
+const replicas = values.replicas === undefined ? allReplicas : Number(values.replicas);
+if (failover && (!Number.isInteger(replicas) || replicas < 1 || replicas > allReplicas))
+  throw new Error(`--replicas must be between 1 and ${allReplicas}, got ${values.replicas}`);
 const variants: Variant[] = failover
-  ? (values.durability === "both" ? [false, true] : [values.durability === "replicas"]).map((durability) => ({
-      topology: failover,
-      fsync: "everysec",
-      durability,
-      judged: durability,
-      emulatedCrash: false,
-    }))
+  ? (values.durability === "both" ? [0, replicas] : [values.durability === "replicas" ? replicas : 0]).map(
+      (durabilityReplicas) => ({
+        topology: failover,
+        fsync: "everysec",
+        durabilityReplicas,
+        judged: durabilityReplicas === allReplicas,
+        emulatedCrash: false,
+      }),
+    )
   : (values.fsync === "both"
       ? (["always", "everysec"] as const)
       : [values.fsync as "always" | "everysec"]
     ).map((fsync) => ({
       topology: "standalone",
       fsync,
-      durability: false,
+      durabilityReplicas: 0,
       judged: fsync === "always",
       // The everysec run adds an emulated OS crash to its SIGKILL: SIGKILL alone cannot lose what Redis wrote.
       emulatedCrash: fsync === "everysec",
@@ -93,7 +103,7 @@ for (const variant of variants) {
     transport,
     topology: variant.topology,
     fsync: variant.fsync,
-    durability: variant.durability,
+    durabilityReplicas: variant.durabilityReplicas,
     calls: profile.calls,
     rate: profile.rate,
     faults: { ...profile.faults, emulatedCrash: variant.emulatedCrash },
@@ -113,6 +123,7 @@ for (const line of measuredLines) process.stdout.write(`${line}\n`);
 const rerun = [
   `--seed ${seed}`,
   ...(failover ? [`--failover ${failover}`] : []),
+  ...(values.replicas === undefined ? [] : [`--replicas ${values.replicas}`]),
   ...(values.short ? ["--short"] : []),
 ];
 process.stdout.write(`rerun: pnpm test:chaos -- ${rerun.join(" ")}\n`);

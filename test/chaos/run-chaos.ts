@@ -9,7 +9,7 @@
 import { stopAllChaosChildren } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import { ChaosFleet } from "./chaos-fleet.js";
-import type { ChaosTopology } from "./chaos-redis.js";
+import { type ChaosTopology, REPLICAS_PER_PRIMARY } from "./chaos-redis.js";
 import type { ChaosTransport } from "./chaos-tools.js";
 import { type ChaosWorld, startWorld } from "./chaos-world.js";
 import { collectEvidence } from "./collect-evidence.js";
@@ -27,8 +27,11 @@ export interface ChaosOptions {
   fsync: "always" | "everysec";
   /** Default `standalone`; `sentinel` and `cluster` fail primaries over (`primaryKills` in `faults`). */
   topology?: ChaosTopology;
-  /** The workers' RedisStore `durability` (CHAOS_TIMING.durability) on; default off. */
-  durability?: boolean;
+  /**
+   * The workers' RedisStore `durability.replicas`: `all` (every replica of a primary), a number, or 0 for
+   * none (the default).
+   */
+  durabilityReplicas?: number | "all";
   /** Calls the orchestrator starts per second. */
   rate: number;
   faults: FaultPlan;
@@ -44,7 +47,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const transport = options.transport ?? "guarded";
   const topology = options.topology ?? "standalone";
   const T = CHAOS_TIMING;
-  const durability = options.durability ? T.durability : undefined;
+  const replicas =
+    options.durabilityReplicas === "all" ? REPLICAS_PER_PRIMARY[topology] : (options.durabilityReplicas ?? 0);
+  const durability = replicas > 0 ? { replicas, timeoutMs: T.durabilityTimeoutMs } : undefined;
   const dispatchMs = Math.round((calls / rate) * 1_000);
   const schedule = makeSchedule(seed, {
     ...options.faults,

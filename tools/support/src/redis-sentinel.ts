@@ -27,8 +27,10 @@ export interface SentinelTopologyOptions {
   /** How long the primary must be silent before a Sentinel deems it down. Default 1000 ms. */
   downAfterMs?: number;
   /**
-   * Sentinel's failover-timeout: how long a failover may take, and twice it the pause before the same
-   * primary is failed over again. Default 2000 ms.
+   * Sentinel's failover-timeout: how long a failover may take, and twice it the pause before a Sentinel
+   * that voted in one failover starts one of its own. Default 5000 ms: well above the 2 s the Sentinels take
+   * to hear of a new configuration (their hello period), else a second Sentinel promotes another replica of
+   * the same primary, and what the first promoted one took is lost when it is made a replica again.
    */
   failoverTimeoutMs?: number;
   /** The data nodes' AOF (default off) and its fsync policy (default `everysec`). */
@@ -170,7 +172,7 @@ export async function startSentinelTopology(
         [
           `sentinel monitor ${name} ${HOST} ${announcedPort(first)} ${quorum}`,
           `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1_000}`,
-          `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 2_000}`,
+          `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 5_000}`,
           `sentinel parallel-syncs ${name} 1`,
           "",
         ].join("\n"),

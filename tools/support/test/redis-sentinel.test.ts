@@ -1,8 +1,36 @@
+import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { portIsFree, redisCommand, type SentinelTopology, startSentinelTopology } from "../src/index.js";
+import {
+  portIsFree,
+  type RedisServerHandle,
+  redisCommand,
+  type SentinelTopology,
+  startSentinelTopology,
+} from "../src/index.js";
 
 let topology: SentinelTopology | undefined;
-afterAll(() => topology?.stop());
+const forwarders: net.Server[] = [];
+afterAll(async () => {
+  await topology?.stop();
+  for (const server of forwarders) server.close();
+});
+
+/** A plain TCP forwarder to `port` on a port of its own: where a node is announced. */
+async function forwarder(port: number): Promise<number> {
+  const server = net.createServer((client) => {
+    const upstream = net.connect({ host: "127.0.0.1", port });
+    client.pipe(upstream).on("error", () => client.destroy());
+    upstream.pipe(client).on("error", () => upstream.destroy());
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  forwarders.push(server);
+  await new Promise<void>((resolve) => server.listen({ host: "127.0.0.1", port: 0 }, resolve));
+  return (server.address() as net.AddressInfo).port;
+}
+
+const masterPort = async (port: number) =>
+  /^master_port:(\d+)\r$/m.exec((await redisCommand("127.0.0.1", port, ["INFO", "replication"])) ?? "")?.[1];
 
 const role = async (port: number) =>
   /^role:(\w+)\r$/m.exec((await redisCommand("127.0.0.1", port, ["INFO", "replication"])) ?? "")?.[1];
@@ -39,5 +67,22 @@ describe("startSentinelTopology", () => {
     await topology.stop();
     topology = undefined;
     for (const port of ports) expect(await portIsFree(port)).toBe(true);
+  });
+
+  it("announces each data node where the caller says: the Sentinels and the replicas reach it there", {
+    timeout: 90_000,
+  }, async () => {
+    topology = await startSentinelTopology({ replicas: 1, announcePort: forwarder });
+    const [first, replica] = topology.nodes as [RedisServerHandle, RedisServerHandle];
+    expect(topology.announcedPort(first)).not.toBe(first.port);
+    expect(await topology.primary()).toBe(first);
+    expect(await masterPort(replica.port)).toBe(String(topology.announcedPort(first)));
+
+    await topology.kill(first);
+    expect(await topology.awaitPromotion(first)).toBe(replica);
+    await topology.restartAsReplica(first);
+    expect(await masterPort(first.port)).toBe(String(topology.announcedPort(replica)));
+    await topology.stop();
+    topology = undefined;
   });
 });
