@@ -12,25 +12,35 @@ import {
   startRedisCluster,
   stopRedisCluster,
 } from "../src/index.js";
+import { Forwarders } from "./fixtures/forwarders.js";
 
 const home = mkdtempSync(path.join(os.tmpdir(), "once-support-cluster-"));
 const dir = path.join(home, "cluster");
+const forwarders = new Forwarders();
 afterAll(async () => {
   await stopRedisCluster(dir);
+  forwarders.close();
   rmSync(home, { recursive: true, force: true });
 });
 
-const role = async (port: number) =>
-  /^role:(\w+)\r$/m.exec((await redisCommand("127.0.0.1", port, ["INFO", "replication"])) ?? "")?.[1];
+const replication = async (port: number, field: string) =>
+  new RegExp(`^${field}:(\\w+)\\r$`, "m").exec(
+    (await redisCommand("127.0.0.1", port, ["INFO", "replication"])) ?? "",
+  )?.[1];
 
 describe("startRedisCluster with a replica per master", () => {
-  it("promotes a SIGKILLed master's replica, takes the old master back as a replica, and stops it all", {
+  it("promotes a SIGKILLed master's replica, takes the old master back as a replica, and stops it all (each node behind a port of the caller's)", {
     timeout: 90_000,
   }, async () => {
+    const announced = new Map<number, number>();
     const cluster = await startRedisCluster(dir, {
       replicasPerMaster: 1,
       nodeTimeoutMs: 1_000,
       appendonly: true,
+      announcePort: async (port) => {
+        announced.set(port, await forwarders.to(port));
+        return announced.get(port) as number;
+      },
     });
     expect(cluster.ports).toHaveLength(6);
     const masters = (await clusterMasters(dir)) ?? [];
@@ -46,7 +56,10 @@ describe("startRedisCluster with a replica per master", () => {
     expect(after).not.toContain(victim);
 
     await restartClusterNode(dir, victim);
-    expect(await role(victim)).toBe("slave");
+    expect(await replication(victim, "role")).toBe("slave");
+    // It replicates from the promoted master where that one is announced.
+    const promoted = after.find((port) => !masters.includes(port)) as number;
+    expect(await replication(victim, "master_port")).toBe(String(announced.get(promoted)));
     expect(await clusterMasters(dir)).toEqual(after);
 
     await stopRedisCluster(dir);

@@ -1,4 +1,3 @@
-import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   portIsFree,
@@ -7,27 +6,14 @@ import {
   type SentinelTopology,
   startSentinelTopology,
 } from "../src/index.js";
+import { Forwarders } from "./fixtures/forwarders.js";
 
 let topology: SentinelTopology | undefined;
-const forwarders: net.Server[] = [];
+const forwarders = new Forwarders();
 afterAll(async () => {
   await topology?.stop();
-  for (const server of forwarders) server.close();
+  forwarders.close();
 });
-
-/** A plain TCP forwarder to `port` on a port of its own: where a node is announced. */
-async function forwarder(port: number): Promise<number> {
-  const server = net.createServer((client) => {
-    const upstream = net.connect({ host: "127.0.0.1", port });
-    client.pipe(upstream).on("error", () => client.destroy());
-    upstream.pipe(client).on("error", () => upstream.destroy());
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
-  });
-  forwarders.push(server);
-  await new Promise<void>((resolve) => server.listen({ host: "127.0.0.1", port: 0 }, resolve));
-  return (server.address() as net.AddressInfo).port;
-}
 
 const masterPort = async (port: number) =>
   /^master_port:(\d+)\r$/m.exec((await redisCommand("127.0.0.1", port, ["INFO", "replication"])) ?? "")?.[1];
@@ -72,7 +58,7 @@ describe("startSentinelTopology", () => {
   it("announces each data node where the caller says: the Sentinels and the replicas reach it there", {
     timeout: 90_000,
   }, async () => {
-    topology = await startSentinelTopology({ replicas: 1, announcePort: forwarder });
+    topology = await startSentinelTopology({ replicas: 1, announcePort: forwarders.to });
     const [first, replica] = topology.nodes as [RedisServerHandle, RedisServerHandle];
     expect(topology.announcedPort(first)).not.toBe(first.port);
     expect(await topology.primary()).toBe(first);
