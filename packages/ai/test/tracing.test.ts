@@ -1,12 +1,12 @@
+import { MemoryOrderBook, orderAgentModel } from "@once/order-agent";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { generateText, stepCountIs } from "ai";
 import { expect, it } from "vitest";
 import { onceTask } from "../src/index.js";
-import { agentTools } from "./agent-tools.js";
+import { agentTools, pendingOrder } from "./agent-tools.js";
 import { payments, store, useAgentWorld } from "./agent-world.js";
-import { orderAgentModel } from "./order-agent-model.js";
 
 const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(
@@ -18,9 +18,11 @@ useAgentWorld("ai-tracing", 0);
 
 it("a turn's model call is a span with the GenAI names; a replayed turn is a dedup hit linked to the span that recorded it", async () => {
   const orderId = `order-trace-${process.pid}`;
+  const orders = new MemoryOrderBook();
+  await orders.create(pendingOrder(orderId));
   const run = async () => {
     const agent = orderAgentModel(orderId);
-    const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url).all });
+    const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url, orders).all });
     await generateText({
       model: task.model(agent.model),
       tools: task.tools,
