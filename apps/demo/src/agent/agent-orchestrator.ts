@@ -84,9 +84,6 @@ const counters = new RedisCounters(redis, layout.stats);
 const modelCalls = new ModelCallLog(redis, modelCallLogKey(layout));
 const store = mode === "once" ? await openOrderStore({ redis, layout }) : undefined;
 
-/** The model as the AI SDK's middleware takes it (its provider types are not re-exported by `ai`). */
-type Model = Parameters<typeof wrapLanguageModel>[0]["model"];
-
 // Awaited, so a count is in Redis before what it counts goes on; but a counter that fails to write must not
 // fail the task it counts: the figures are then low, never invented.
 const count = (field: string) => counters.increment(field).catch(() => {});
@@ -102,13 +99,9 @@ async function runTask(n: number): Promise<void> {
     latencyMs: modelLatencyMs,
     answering: (turn) => modelCalls.answered(taskId, turn),
   });
-  let model: Model = agent.model;
-  let tools = plainTools(declared.all, taskId);
-  if (store) {
-    const task = onceTask({ taskId, store, tools: declared.all, leaseMs, turnLeaseMs: leaseMs });
-    model = task.model(agent.model);
-    tools = task.tools;
-  }
+  const task = store && onceTask({ taskId, store, tools: declared.all, leaseMs, turnLeaseMs: leaseMs });
+  const model = task ? task.model(agent.model) : agent.model;
+  const tools = task ? task.tools : plainTools(declared.all, taskId);
   // Outermost: the loop has taken this turn's answer (for once, after the turn was recorded).
   const taking = wrapLanguageModel({
     model,
