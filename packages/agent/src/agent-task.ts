@@ -256,8 +256,12 @@ export class AgentTask {
   }
 }
 
-/** Effect tools run as they are; read and write tools become recorded steps (re-run if their owner died). */
-function journal(declared: AnyTool): AnyTool {
+/**
+ * A tool as a recorded step: an effect tool as it is; a read or write tool as one whose result is stored under
+ * its step (and run again if its owner died), so a resumed loop calling that step sees the answer it saw.
+ * AgentTask's own tools run this way, and so do an MCP server's calls that name their step (`@once/mcp`).
+ */
+export function journal(declared: AnyTool): AnyTool {
   if (declared.kind === "effect") return declared;
   return defineTool({
     name: declared.name,

@@ -1,6 +1,7 @@
 export {
   AgentTask,
   type AgentTaskOptions,
+  journal,
   type TurnRequest,
   type TurnStep,
   type TurnToolCall,
