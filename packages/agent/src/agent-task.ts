@@ -1,11 +1,13 @@
 import { type Dispatcher, InProcess } from "@once/bullmq";
 import {
   type AnyTool,
+  CallFailedError,
   DEFAULT_NAMESPACE,
   defineTool,
   IdempotencyConflictError,
   InvalidToolError,
   type OnceStore,
+  ReplayedFailureError,
   validateKeyPart,
 } from "@once/core";
 import { trace } from "@opentelemetry/api";
@@ -241,14 +243,21 @@ export class AgentTask {
     if (!declared || !runnable)
       throw new InvalidToolError(toolName, `is not among the tools of task ${JSON.stringify(this.taskId)}`);
     const step = this.stepOf(toolName, toolCallId);
-    if (declared.kind === "effect" && this.#dispatcher)
-      return (await this.#dispatcher.call(declared, input as never, step)).result;
-    return (
-      await this.#calls.call(runnable, input as never, {
-        ...step,
-        ...(options.signal ? { signal: options.signal } : {}),
-      })
-    ).result;
+    try {
+      if (declared.kind === "effect" && this.#dispatcher)
+        return (await this.#dispatcher.call(declared, input as never, step)).result;
+      return (
+        await this.#calls.call(runnable, input as never, {
+          ...step,
+          ...(options.signal ? { signal: options.signal } : {}),
+        })
+      ).result;
+    } catch (error) {
+      // A stored failure in the same words the first time and on every replay: the loop tells the model, the
+      // words go into the next turn's prompt, and a resumed loop's prompt must be the recorded one.
+      if (error instanceof ReplayedFailureError) throw new CallFailedError(error.key, toolName, error.stored);
+      throw error;
+    }
   }
 
   #accepts(call: TurnToolCall): boolean {

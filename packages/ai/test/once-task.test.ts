@@ -1,5 +1,6 @@
 import { Dispatcher, OnceWorker } from "@once/bullmq";
 import {
+  defineTool,
   IdempotencyConflictError,
   InvalidKeyPartError,
   InvalidToolError,
@@ -53,6 +54,28 @@ const ledger = (orderId: string) => ({
 });
 
 describe("onceTask with generateText", () => {
+  it("a tool call that failed for good reads the same on resume: the next turn's prompt is the recorded one", async () => {
+    const orderId = await newOrder();
+    const taskId = `task-${orderId}`;
+    const tools = agentTools(payments.url, orders);
+    const declined = defineTool({
+      ...tools.chargeCustomer,
+      run: () => {
+        throw new Error("card declined");
+      },
+      classifyError: () => "terminal",
+    });
+    const withDecline = { ...tools, all: tools.all.map((t) => (t.name === declined.name ? declined : t)) };
+    const first = await runAgent(taskId, orderId, withDecline);
+    const errors = first.result.steps.flatMap((step) =>
+      step.content.filter((part) => part.type === "tool-error"),
+    );
+    expect(errors.map((e) => String(e.error))).toEqual([expect.stringContaining("card declined")]);
+    const resumed = await runAgent(taskId, orderId, withDecline);
+    expect(resumed.modelCalls).toBe(0);
+    expect(resumed.result.response.messages).toEqual(first.result.response.messages);
+  });
+
   it("runs the loop: 4 turns, one charge and one email", async () => {
     const orderId = await newOrder();
     const { result, modelCalls } = await runAgent(`task-${orderId}`, orderId);
