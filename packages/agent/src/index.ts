@@ -6,4 +6,4 @@ export {
   type TurnStep,
   type TurnToolCall,
 } from "./agent-task.js";
-export { RecordedTurnMismatchError, UnrecordedToolCallError } from "./errors.js";
+export { RecordedTurnMismatchError, UnrecordedToolCallError, UnsettledToolCallError } from "./errors.js";

@@ -13,7 +13,7 @@ import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { onceTask, RecordedTurnMismatchError } from "../src/index.js";
+import { onceTask, RecordedTurnMismatchError, UnsettledToolCallError } from "../src/index.js";
 import { agentTools, pendingOrder } from "./agent-tools.js";
 import { payments, store, useAgentWorld } from "./agent-world.js";
 
@@ -54,6 +54,35 @@ const ledger = (orderId: string) => ({
 });
 
 describe("onceTask with generateText", () => {
+  it("an effect call that ended with no stored outcome stops the loop before the model hears of it: UnsettledToolCallError", async () => {
+    const orderId = await newOrder();
+    const tools = agentTools(payments.url, orders);
+    const lost = defineTool({
+      ...tools.chargeCustomer,
+      run: () => {
+        throw new Error("the provider hung up mid-charge");
+      },
+      reconcile: undefined,
+      classifyError: () => "unknown",
+    });
+    const withLost = { ...tools, all: tools.all.map((t) => (t.name === lost.name ? lost : t)) };
+    const agent = orderAgentModel(orderId);
+    const task = onceTask({ taskId: `task-${orderId}`, store, tools: withLost.all });
+    const run = generateText({
+      model: task.model(agent.model),
+      tools: task.tools,
+      stopWhen: stepCountIs(10),
+      prompt: PROMPT,
+    });
+    await expect(run).rejects.toThrow(UnsettledToolCallError);
+    await expect(run).rejects.toThrow(
+      /^turn 2 of task "task-order-.*" was not asked: charge_customer \(call_/,
+    );
+    // Turns 0 and 1 were asked; the model never heard that the charge failed, so it could not charge again.
+    expect(agent.calls()).toBe(2);
+    expect(ledger(orderId).charges).toBe(0);
+  });
+
   it("a tool call that failed for good reads the same on resume: the next turn's prompt is the recorded one", async () => {
     const orderId = await newOrder();
     const taskId = `task-${orderId}`;
