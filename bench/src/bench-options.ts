@@ -9,6 +9,7 @@ export const SECTIONS = [
   "latency",
   "scaling",
   "agent",
+  "durability",
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

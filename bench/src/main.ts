@@ -9,6 +9,7 @@ import { cleanupPrefix } from "@once/support";
 import { compareAgentTurns } from "./agent-turns.js";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
+import { compareDurability } from "./durability.js";
 import { compareClaimLatency } from "./latency.js";
 import { measureMemory } from "./memory.js";
 import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
@@ -145,6 +146,14 @@ async function main(): Promise<void> {
           }),
         );
       }
+    }
+
+    if (want("durability")) {
+      results.durability = await compareDurability(ctx, {
+        concurrency: [1, 50],
+        rounds: options.storeRounds,
+        roundMs: options.storeRoundMs,
+      });
     }
 
     results.machine.benchSeconds = Math.round((performance.now() - started) / 1000);

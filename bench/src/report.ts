@@ -1,4 +1,5 @@
 import type { AgentTurnFigures } from "./agent-turns.js";
+import type { DurabilityFigures } from "./durability.js";
 import type { LatencyFigures } from "./latency.js";
 import type { MemoryFigures } from "./memory.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
@@ -18,6 +19,7 @@ export interface Results {
   latency?: LatencyFigures[];
   scaling?: { resultSize: StoreComparison[]; concurrency: StoreComparison[]; workers: WorkerComparison[] };
   agent?: AgentTurnFigures[];
+  durability?: DurabilityFigures[];
 }
 
 /** Median over rounds of a / b within each round. */
@@ -177,6 +179,9 @@ export function toJson(results: Results): Record<string, unknown> {
         },
       ]),
     );
+  }
+  if (results.durability) {
+    json.durability = Object.fromEntries(results.durability.map((d) => [`c${d.concurrency}`, d.sides]));
   }
   return json;
 }
@@ -423,6 +428,29 @@ export function toTable(results: Results): string {
           ...sides.map((side) => {
             const f = a.sides[side];
             return `${n0(f.callsPerSec)} (${n0(f.nodeCpuUs)} / ${n0(f.redisCpuUs)})`;
+          }),
+        ]),
+      ),
+    );
+  }
+  if (results.durability) {
+    out.push(
+      "",
+      "Durability: claim + complete on a primary with two replicas (loopback), cycles/s and p50 / p99 ms",
+    );
+    const sides = Object.keys(results.durability[0]?.sides ?? {}) as (keyof DurabilityFigures["sides"])[];
+    out.push(
+      table(
+        ["concurrency", ...sides.flatMap((side) => [`${side} cycles/s`, "claim", "complete"])],
+        results.durability.map((d) => [
+          String(d.concurrency),
+          ...sides.flatMap((side) => {
+            const f = d.sides[side];
+            return [
+              n0(f.cyclesPerSec),
+              `${f.claimP50Ms} / ${f.claimP99Ms}`,
+              `${f.completeP50Ms} / ${f.completeP99Ms}`,
+            ];
           }),
         ]),
       ),

@@ -1,8 +1,9 @@
 import type { ModeFigures } from "./mode-figures.js";
 
-type Row = [label: string, value: (figures: ModeFigures) => string];
+/** One row of a side-by-side table: its label, and its cell for each mode's figures. */
+export type Row<F> = [label: string, value: (figures: F) => string];
 
-const ROWS: Row[] = [
+const ROWS: Row<ModeFigures>[] = [
   ["tasks (ok / failed)", (f) => `${f.tasks} (${f.tasksOk} / ${f.tasksFailed})`],
   ["tool calls", (f) => String(f.calls)],
   ["retries fired", (f) => String(f.retries)],
@@ -34,8 +35,16 @@ const ROWS: Row[] = [
 
 /** The modes side by side, one row per figure. */
 export function formatComparison(modes: readonly ModeFigures[]): string {
+  return formatTable(modes, ROWS);
+}
+
+/** Modes side by side, one column each (headed by its mode), one row per `rows` entry. */
+export function formatTable<F extends { mode: string }>(
+  modes: readonly F[],
+  rows: readonly Row<F>[],
+): string {
   const header = ["", ...modes.map((f) => f.mode)];
-  const body = ROWS.map(([label, value]) => [label, ...modes.map(value)]);
+  const body = rows.map(([label, value]) => [label, ...modes.map(value)]);
   const widths = header.map((_, column) =>
     Math.max(...[header, ...body].map((row) => (row[column] ?? "").length)),
   );

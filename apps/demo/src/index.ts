@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 
+export type { AgentFigures } from "./agent/agent-figures.js";
 export { type FoundRedis, findRedis, NoRedisError } from "./find-redis.js";
 export { formatComparison } from "./format-comparison.js";
 export type { ModeFigures } from "./mode-figures.js";

@@ -1,12 +1,14 @@
-// `pnpm demo [-- --tasks 200 --workers 2 --timeout-ms 250 --kill|--no-kill --mode both|naive|once
+// `pnpm demo [-- --agent --tasks 200 --workers 2 --timeout-ms 250 --kill|--no-kill --mode both|naive|once
 //   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000]`
 // Runs the same order workload naive (a fresh key per retry, the article's WRONG example) and with once,
 // each with its own payments provider, workers, queue and keys, then prints them side by side.
+// `pnpm demo -- --agent […]` runs the AI SDK's agent loop instead, naive vs once (see agent/agent-demo.ts).
 // Exit 1 when once let a duplicate effect through, 2 when the demo could not run, 130 when interrupted.
 import { randomBytes, randomInt } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/trace-receiver";
+import { agentDemo } from "./agent/agent-demo.js";
 import { findRedis, NoRedisError } from "./find-redis.js";
 import { formatComparison } from "./format-comparison.js";
 import type { ModeFigures } from "./mode-figures.js";
@@ -14,17 +16,22 @@ import { Progress } from "./progress.js";
 import { InterruptedError, runMode } from "./run-mode.js";
 
 const USAGE = `usage: pnpm demo [-- options]
-  --tasks N          order tasks per mode (default 200)
-  --workers N        worker processes (default 2)
+  --agent            the AI SDK agent loop instead of the queue: naive (plain tools, each call re-sent
+                     on timeout, a task restarted from scratch after the orchestrator is killed) vs
+                     once (onceTask: recorded turns replayed, tool calls keyed from them); --kill
+                     SIGKILLs the orchestrator a third and two thirds of the way through
+  --tasks N          order tasks per mode (default 200; 100 with --agent)
+  --workers N        worker processes (default 2; not with --agent)
   --timeout-ms N     the orchestrator's first wait per call before it re-sends; later waits
                      double, up to 8× (default 250)
-  --kill / --no-kill SIGKILL worker 1 a third of the way through, then restart it (default --kill)
+  --kill / --no-kill SIGKILL worker 1 a third of the way through, then restart it (default --kill);
+                     with --agent, the orchestrator, twice
   --mode M           both | naive | once (default both)
   --json PATH        write the figures as JSON: { "naive": {...}, "once": {...} }
   --trace            collect every process's spans in this process (an OTLP/HTTP JSON receiver the
                      children export to, instead of OTEL_EXPORTER_OTLP_ENDPOINT) and print the trace
-                     tree of one task per mode
-  --concurrency N    tasks in flight at once (default 25)
+                     tree of one task per mode (not with --agent)
+  --concurrency N    tasks in flight at once (default 25; 20 with --agent)
   --seed N           seed of the provider's latency (default random)
   --p50 N --p99 N    the provider's latency quantiles in ms (default 50 and 2000)
 Tracing to Jaeger instead: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 pnpm demo`;
@@ -43,14 +50,16 @@ function parseCommandLine() {
       args: argv,
       allowNegative: true,
       options: {
-        tasks: { type: "string", default: "200" },
-        workers: { type: "string", default: "2" },
+        agent: { type: "boolean", default: false },
+        // Defaults below: they depend on --agent.
+        tasks: { type: "string" },
+        workers: { type: "string" },
         "timeout-ms": { type: "string", default: "250" },
         kill: { type: "boolean", default: true },
         mode: { type: "string", default: "both" },
         json: { type: "string" },
         trace: { type: "boolean", default: false },
-        concurrency: { type: "string", default: "25" },
+        concurrency: { type: "string" },
         seed: { type: "string" },
         p50: { type: "string", default: "50" },
         p99: { type: "string", default: "2000" },
@@ -79,11 +88,13 @@ const modes: readonly ("naive" | "once")[] =
   args.mode in MODES
     ? MODES[args.mode as keyof typeof MODES]
     : usage(`--mode must be both, naive or once, got '${args.mode}'`);
+if (args.agent && (args.workers !== undefined || args.trace))
+  usage("--workers and --trace are for the queue demo: the agent demo has no workers, and no tracing");
 const settings = {
-  tasks: integer("tasks", args.tasks),
-  workers: integer("workers", args.workers),
+  tasks: integer("tasks", args.tasks ?? (args.agent ? "100" : "200")),
+  workers: integer("workers", args.workers ?? "2"),
   timeoutMs: integer("timeout-ms", args["timeout-ms"]),
-  concurrency: integer("concurrency", args.concurrency),
+  concurrency: integer("concurrency", args.concurrency ?? (args.agent ? "20" : "25")),
   seed: args.seed === undefined ? randomInt(2 ** 31) : integer("seed", args.seed, 0),
   latency: { p50Ms: integer("p50", args.p50), p99Ms: integer("p99", args.p99) },
 };
@@ -105,6 +116,31 @@ const redis = await findRedis().catch((error: unknown) => {
   process.stderr.write(`demo: ${error instanceof NoRedisError ? error.message : String(error)}\n`);
   process.exit(2);
 });
+if (args.agent) {
+  try {
+    exitCode = await agentDemo({
+      modes,
+      redisUrl: redis.url,
+      redisSource: redis.source,
+      runId: randomBytes(4).toString("hex"),
+      tasks: settings.tasks,
+      concurrency: settings.concurrency,
+      timeoutMs: settings.timeoutMs,
+      kill: args.kill,
+      latency: settings.latency,
+      seed: settings.seed,
+      ...(args.json === undefined ? {} : { json: args.json }),
+      signal: interrupted.signal,
+    });
+    if (interrupted.signal.aborted) exitCode = 130;
+  } catch (error) {
+    process.stderr.write(`demo: ${error instanceof Error ? error.message : String(error)}\n`);
+    exitCode = error instanceof InterruptedError ? 130 : 2;
+  } finally {
+    await redis.stop();
+  }
+  process.exit(exitCode);
+}
 try {
   let childEnv: NodeJS.ProcessEnv = process.env;
   let tracingNote = process.env.OTEL_EXPORTER_OTLP_ENDPOINT

@@ -4,6 +4,14 @@ export { type KeyLayout, keyLayout } from "./key-layout.js";
 export { MemoryOrderBook } from "./memory-order-book.js";
 export { type OrderStoreOptions, openOrderStore } from "./open-order-store.js";
 export {
+  modelLatencyMs,
+  type OrderAgentModel,
+  type OrderAgentModelOptions,
+  type OrderAgentPrompt,
+  orderAgentModel,
+  orderAgentTurn,
+} from "./order-agent-model.js";
+export {
   ONCE_KEY_METADATA,
   type OrderAgentOptions,
   type OrderAgentTools,

@@ -1,16 +1,18 @@
 import { type Dispatcher, InProcess } from "@once/bullmq";
 import {
   type AnyTool,
+  CallFailedError,
   DEFAULT_NAMESPACE,
   defineTool,
   IdempotencyConflictError,
   InvalidToolError,
   type OnceStore,
+  ReplayedFailureError,
   validateKeyPart,
 } from "@once/core";
 import { trace } from "@opentelemetry/api";
 import { z } from "zod";
-import { RecordedTurnMismatchError, UnrecordedToolCallError } from "./errors.js";
+import { RecordedTurnMismatchError, UnrecordedToolCallError, UnsettledToolCallError } from "./errors.js";
 
 export interface AgentTaskOptions {
   /** The task's own id, stable across crashes: build the task again with it to resume. */
@@ -89,6 +91,8 @@ export class AgentTask {
   readonly #asking = new Map<string, () => Promise<TurnRecord<unknown>>>();
   /** Which turn made each tool call, from the recorded turns (fresh or replayed). */
   readonly #turnOf = new Map<string, number>();
+  /** Effect calls of this run that ended without a stored outcome, by call id: no further turn is asked. */
+  readonly #unsettled = new Map<string, { tool: string; error: unknown }>();
   #nextTurn = 0;
 
   constructor(options: AgentTaskOptions) {
@@ -164,6 +168,11 @@ export class AgentTask {
     // A turn's number is taken when it succeeds: a failed call the framework retries is the same turn.
     const turn = this.#nextTurn;
     const stepId = `turn-${turn}`;
+    const [unsettled] = this.#unsettled;
+    if (unsettled) {
+      const [toolCallId, { tool, error }] = unsettled;
+      throw new UnsettledToolCallError(this.taskId, turn, tool, toolCallId, { cause: error });
+    }
     this.#asking.set(stepId, async () => {
       const response = await ask();
       const accepted = callsOf(response).filter((call) => this.#accepts(call));
@@ -241,14 +250,25 @@ export class AgentTask {
     if (!declared || !runnable)
       throw new InvalidToolError(toolName, `is not among the tools of task ${JSON.stringify(this.taskId)}`);
     const step = this.stepOf(toolName, toolCallId);
-    if (declared.kind === "effect" && this.#dispatcher)
-      return (await this.#dispatcher.call(declared, input as never, step)).result;
-    return (
-      await this.#calls.call(runnable, input as never, {
-        ...step,
-        ...(options.signal ? { signal: options.signal } : {}),
-      })
-    ).result;
+    try {
+      if (declared.kind === "effect" && this.#dispatcher)
+        return (await this.#dispatcher.call(declared, input as never, step)).result;
+      return (
+        await this.#calls.call(runnable, input as never, {
+          ...step,
+          ...(options.signal ? { signal: options.signal } : {}),
+        })
+      ).result;
+    } catch (error) {
+      // A stored failure in the same words the first time and on every replay: the loop tells the model, the
+      // words go into the next turn's prompt, and a resumed loop's prompt must be the recorded one. A read's or
+      // a write's failure is told as it is: the model may call it again, which is safe by its kind.
+      if (error instanceof ReplayedFailureError) throw new CallFailedError(error.key, toolName, error.stored);
+      // Any other failure of an effect leaves its step unsettled: the model must not hear of it (below).
+      if (declared.kind === "effect" && !(error instanceof CallFailedError))
+        this.#unsettled.set(toolCallId, { tool: toolName, error });
+      throw error;
+    }
   }
 
   #accepts(call: TurnToolCall): boolean {
@@ -256,8 +276,12 @@ export class AgentTask {
   }
 }
 
-/** Effect tools run as they are; read and write tools become recorded steps (re-run if their owner died). */
-function journal(declared: AnyTool): AnyTool {
+/**
+ * A tool as a recorded step: an effect tool as it is; a read or write tool as one whose result is stored under
+ * its step (and run again if its owner died), so a resumed loop calling that step sees the answer it saw.
+ * AgentTask's own tools run this way, and so do an MCP server's calls that name their step (`@once/mcp`).
+ */
+export function journal(declared: AnyTool): AnyTool {
   if (declared.kind === "effect") return declared;
   return defineTool({
     name: declared.name,

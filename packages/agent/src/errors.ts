@@ -36,3 +36,28 @@ export class UnrecordedToolCallError extends OnceError {
     );
   }
 }
+
+/**
+ * The task's next model call was not made: an effect call of an earlier turn ended without a stored outcome
+ * (its outcome is unknown, its lease was lost, the store was unreachable). Telling the model would let it call
+ * the tool again under a new id — a new key, and a second effect if the first one happened. Resume the task
+ * (the call runs again under its own step and is reconciled), or settle the record (`once resolve`) first.
+ */
+export class UnsettledToolCallError extends OnceError {
+  constructor(
+    readonly taskId: string,
+    readonly turn: number,
+    readonly tool: string,
+    readonly toolCallId: string,
+    options?: { cause?: unknown },
+  ) {
+    const reason =
+      options?.cause instanceof Error ? `${options.cause.name}: ${options.cause.message}` : "no outcome";
+    super(
+      "ONCE_UNSETTLED_TOOL_CALL",
+      `turn ${turn} of task ${JSON.stringify(taskId)} was not asked: ${tool} (${toolCallId}) ended without a ` +
+        `stored outcome (${reason}); resume the task to run it again under its step, or resolve its record first`,
+      options,
+    );
+  }
+}

@@ -1,3 +1,3 @@
-export { RecordedTurnMismatchError, UnrecordedToolCallError } from "@once/agent";
+export { RecordedTurnMismatchError, UnrecordedToolCallError, UnsettledToolCallError } from "@once/agent";
 export { type OnceTask, type OnceTaskOptions, onceTask } from "./once-task.js";
 export type { RecordedTurn } from "./recorded-turn.js";

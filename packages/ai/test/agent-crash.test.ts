@@ -60,7 +60,7 @@ function configFor(orderId: string): AgentProcessConfig {
   };
 }
 
-const SHAPE = [["get_order"], ["charge_customer", "send_email"], ["set_status"], []];
+const SHAPE = [["get_order_status"], ["charge_customer", "send_email"], ["set_status"], []];
 const shapeOf = (steps: AgentEvent["steps"]) => steps?.map((calls) => calls.map((c) => c.tool).sort());
 
 describe("an agent orchestrator SIGKILLed, then resumed with the same taskId", () => {

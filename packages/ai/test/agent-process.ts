@@ -3,12 +3,12 @@
 // through onceTask, prints one JSON line per event ({"event":"model-call","turn":1}, {"event":"done",…}), and
 // SIGKILLs itself at the point it was told to — a real crash, mid-flight, with nothing cleaned up.
 
+import { modelLatencyMs, orderAgentModel, RedisOrderBook } from "@once/order-agent";
 import { RedisStore } from "@once/redis";
 import { generateText, stepCountIs } from "ai";
 import { Redis } from "ioredis";
 import { onceTask } from "../src/index.js";
-import { agentTools } from "./agent-tools.js";
-import { orderAgentModel } from "./order-agent-model.js";
+import { agentTools, pendingOrder } from "./agent-tools.js";
 
 /** Where the process kills itself: inside turn 1's model call, after the charge, between the turn's two calls, after the last turn. */
 export type KillPoint = "model-call" | "tool-call" | "between-tool-calls" | "after-last-turn";
@@ -35,11 +35,14 @@ const die = (point: KillPoint) => {
 
 const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
 const store = await RedisStore.create({ redis, prefix: config.prefix });
+// The order book in Redis, as a deployment's would be: the resumed process sees the status the crashed one set.
+const orders = new RedisOrderBook({ redis, prefix: `${config.prefix}order:` });
+await orders.create(pendingOrder(config.orderId));
 let chargeStored: () => void = () => {};
 const charged = new Promise<void>((resolve) => {
   chargeStored = resolve;
 });
-const tools = agentTools(config.paymentsUrl, {
+const tools = agentTools(config.paymentsUrl, orders, {
   afterCharge: () => {
     emit("charged");
     if (config.killAt === "tool-call") return die("tool-call");
@@ -51,8 +54,7 @@ const tools = agentTools(config.paymentsUrl, {
   },
 });
 const model = orderAgentModel(config.orderId, {
-  // Heavy-tailed, as a model's latency is: mostly quick, one call in ten ten times slower.
-  latencyMs: () => (Math.random() < 0.9 ? 5 + Math.random() * 20 : 100 + Math.random() * 200),
+  latencyMs: modelLatencyMs,
   answering: (turn) => {
     emit("model-call", { turn });
     if (config.killAt === "model-call" && turn === 1) return die("model-call");

@@ -1,13 +1,13 @@
 import { OpenTelemetry } from "@ai-sdk/otel";
+import { MemoryOrderBook, orderAgentModel } from "@once/order-agent";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { generateText, registerTelemetry, stepCountIs } from "ai";
 import { expect, it } from "vitest";
 import { onceTask } from "../src/index.js";
-import { agentTools } from "./agent-tools.js";
+import { agentTools, pendingOrder } from "./agent-tools.js";
 import { payments, store, useAgentWorld } from "./agent-world.js";
-import { orderAgentModel } from "./order-agent-model.js";
 
 const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(
@@ -25,7 +25,9 @@ let serial = 0;
 /** One run of the task's loop under a span of the caller's (the task's), as an orchestrator would trace it. */
 async function runTraced(orderId: string, telemetry?: { recordInputs: boolean; recordOutputs: boolean }) {
   const agent = orderAgentModel(orderId);
-  const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url).all });
+  const orders = new MemoryOrderBook();
+  await orders.create(pendingOrder(orderId));
+  const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url, orders).all });
   await trace.getTracer("orchestrator").startActiveSpan("task", async (taskSpan) => {
     await generateText({
       model: task.model(agent.model),
@@ -96,9 +98,11 @@ it("with the SDK's recordInputs and recordOutputs off, no span of the task holds
 it("a turn's model call is a span with the GenAI names; a replayed turn is a dedup hit linked to the span that recorded it", async () => {
   spans.reset();
   const orderId = `order-trace-${process.pid}`;
+  const orders = new MemoryOrderBook();
+  await orders.create(pendingOrder(orderId));
   const run = async () => {
     const agent = orderAgentModel(orderId);
-    const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url).all });
+    const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url, orders).all });
     await generateText({
       model: task.model(agent.model),
       tools: task.tools,

@@ -45,6 +45,12 @@ export const OPTIONS = {
     description: "only records whose last transition is older than this (e.g. 10m, 2h)",
   },
   limit: { type: "string", value: "<n>", description: "show at most n records (default 100)" },
+  replicas: {
+    type: "string",
+    value: "<n>",
+    description:
+      "the store's durability.replicas: judge whether every master can have each write confirmed by n replicas",
+  },
 
   applied: { type: "boolean", description: "the effect happened: store --result and replay it" },
   "not-applied": {

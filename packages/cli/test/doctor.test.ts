@@ -121,6 +121,7 @@ describe("doctor", () => {
     expect(json.findings.map((f) => f.check)).toEqual([
       "version",
       "role",
+      "replicas",
       "cluster",
       "maxmemory-policy",
       "memory",
@@ -173,5 +174,47 @@ describe("doctor", () => {
     const run = await runOnce(["doctor", "--redis-url", redisUrl()]);
     expect([0, 1]).toContain(run.code);
     expect(run.stdout.includes("Problems that can cause duplicates")).toBe(run.code === 1);
+  });
+});
+
+describe("doctor on a master with a replica", () => {
+  let replica: RedisServerHandle;
+  beforeAll(async () => {
+    replica = await startRedisServer({ extraArgs: ["--replicaof", "127.0.0.1", String(server.port)] });
+    for (let i = 0; i < 200 && !/slave0:.*state=online/.test(await admin.info("replication")); i++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+  }, 30_000);
+  afterAll(async () => {
+    await replica.stop();
+  });
+  const at = () => `127.0.0.1:${server.port}`;
+
+  it("shows the replica and its lag, and warns that a failover can lose claims the store does not wait for", async () => {
+    const run = await doctor();
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `^${at()} +replicas +ok +1 connected \\(127\\.0\\.0\\.1:${replica.port} online, lag \\d+ s\\)`,
+        "m",
+      ),
+    );
+    expect(run.stdout).toMatch(new RegExp(`^${at()} +durability +WARN +replication is asynchronous`, "m"));
+    expect(run.stdout).toMatch(new RegExp(`^${at()} +min-replicas-to-write +WARN +0: a master cut off`, "m"));
+    expect(run.stdout).toContain("fix: durability: { replicas: 1, timeoutMs: 100 } on RedisStore.create");
+  });
+
+  it("--replicas 1 is met (exit 0); --replicas 2 is not: a problem naming both numbers, and the store would refuse", async () => {
+    const met = await doctor("--replicas", "1");
+    expect(met.code).toBe(0);
+    expect(met.stdout).toMatch(
+      new RegExp(`^${at()} +durability +ok +1 of 1 replicas confirm each transition`, "m"),
+    );
+    const unmet = await doctor("--replicas", "2");
+    expect(unmet.code).toBe(1);
+    expect(unmet.stdout).toContain(`durability.replicas is 2, but ${at()} has 1 replica connected`);
+    expect(unmet.stdout).toContain("RedisStore.create would REFUSE this Redis (durability.replicas)");
+    const bad = await doctor("--replicas", "0");
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--replicas "0" must be an integer of at least 1');
   });
 });

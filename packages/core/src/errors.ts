@@ -31,6 +31,7 @@ export const ONCE_ERROR_CODES = [
   // @once/agent
   "ONCE_RECORDED_TURN_MISMATCH",
   "ONCE_UNRECORDED_TOOL_CALL",
+  "ONCE_UNSETTLED_TOOL_CALL",
 ] as const;
 
 export type OnceErrorCode = (typeof ONCE_ERROR_CODES)[number];

@@ -31,17 +31,25 @@ export async function checkDurability(
   }
 }
 
+/** Why `required` replicas cannot confirm a write on a master with `connected`, or undefined when they can. */
+export function replicasShortfall(address: string, connected: number, required: number): string | undefined {
+  if (connected >= required) return undefined;
+  return (
+    `durability.replicas is ${required}, but ${address} has ${connected} replica${connected === 1 ? "" : "s"} ` +
+    "connected: no write could be confirmed, so no effect would ever run"
+  );
+}
+
 async function checkNode(node: Redis, { replicas, fsync }: { replicas: number; fsync?: boolean }) {
   const address = nodeAddress(node);
   const info = parseInfo(await node.info());
   const connected = Number(info.get("connected_slaves") ?? 0);
-  if (connected < replicas) {
+  const shortfall = replicasShortfall(address, connected, replicas);
+  if (shortfall !== undefined)
     throw new RedisConfigError(
       "durability.replicas",
-      `durability.replicas is ${replicas}, but ${address} has ${connected} replica${connected === 1 ? "" : "s"} ` +
-        "connected: no write could be confirmed, so no effect would ever run. Connect the replicas, or lower durability.replicas",
+      `${shortfall}. Connect the replicas, or lower durability.replicas`,
     );
-  }
   const valkey = info.get("valkey_version") !== undefined || info.get("server_name") === "valkey";
   const version = info.get("redis_version") ?? "unknown";
   if (fsync && !valkey && olderThan(version, WAITAOF_SINCE)) {

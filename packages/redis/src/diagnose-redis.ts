@@ -34,6 +34,8 @@ export interface CheckRedisOptions {
   timeoutMs?: number;
   /** Default `startup`. */
   level?: CheckLevel;
+  /** The store's durability (RedisStore's option): judged against the replicas each master has connected. */
+  durability?: { replicas: number };
 }
 
 /**

@@ -1,3 +1,4 @@
+export { checkDurability } from "./check-durability.js";
 export { checkRedis } from "./check-redis.js";
 export {
   type CheckLevel,

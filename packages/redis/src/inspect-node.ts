@@ -29,7 +29,14 @@ export interface NodeFacts {
   configDenied?: string;
 }
 
-const CONFIG_READ = ["maxmemory-policy", "maxmemory", "appendonly", "appendfsync", "save"] as const;
+const CONFIG_READ = [
+  "maxmemory-policy",
+  "maxmemory",
+  "appendonly",
+  "appendfsync",
+  "save",
+  "min-replicas-to-write",
+] as const;
 
 /** Reads INFO and CONFIG from one server. A command an ACL or a rename forbids is noted, not thrown. */
 export async function inspectNode(node: Redis): Promise<NodeFacts> {

@@ -1,3 +1,4 @@
+import { replicasShortfall } from "./check-durability.js";
 import type { CheckRedisOptions, CheckStatus, RedisCheck } from "./diagnose-redis.js";
 import type { NodeFacts } from "./inspect-node.js";
 import { MIN_REDIS_VERSION, olderThan } from "./redis-version.js";
@@ -63,6 +64,8 @@ export function nodeChecks(facts: NodeFacts, cluster: boolean, options: CheckRed
   } else if (role !== undefined) {
     add("role", "ok", role === "slave" ? "replica" : role);
   }
+
+  if (role === "master") replicaChecks(facts, options, add);
 
   if (!cluster && info?.get("cluster_enabled") === "1") {
     add(
@@ -185,6 +188,92 @@ export function nodeChecks(facts: NodeFacts, cluster: boolean, options: CheckRed
     );
   }
   return checks;
+}
+
+const LAG_WARN_S = 1;
+
+/**
+ * A master's replicas, their lag, `min-replicas-to-write`, and whether the store's durability can be met.
+ * Replication is asynchronous: without durability, a claim the master acknowledged and never sent on is
+ * gone after a failover, and the next attempt runs the effect again.
+ */
+function replicaChecks(
+  facts: NodeFacts,
+  options: CheckRedisOptions,
+  add: (check: string, status: CheckStatus, detail: string, fix?: string) => void,
+): void {
+  const { info, config } = facts;
+  const connected = Number(info?.get("connected_slaves") ?? 0);
+  const replicas = Array.from({ length: connected }, (_, i) => parseReplica(info?.get(`slave${i}`)));
+  const required = options.durability?.replicas;
+  const durabilityFix =
+    "durability: { replicas: 1, timeoutMs: 100 } on RedisStore.create (once doctor --replicas 1)";
+  if (connected === 0) {
+    add(
+      "replicas",
+      "ok",
+      "none connected: the records live on this server alone (its AOF is what keeps them)",
+    );
+  } else {
+    const lags = replicas.map((r) => `${r.address} ${r.state}, lag ${r.lag ?? "?"} s`).join("; ");
+    const behind = replicas.filter((r) => r.state !== "online" || (r.lag ?? 0) > LAG_WARN_S);
+    if (behind.length > 0)
+      add(
+        "replicas",
+        "warn",
+        `${connected} connected (${lags}): ${behind.length} not online or more than ${LAG_WARN_S} s behind`,
+        "look at the replica's link (INFO replication on it) before relying on it in a failover",
+      );
+    else add("replicas", "ok", `${connected} connected (${lags})`);
+  }
+  if (required !== undefined) {
+    const shortfall = replicasShortfall(facts.report.node, connected, required);
+    if (shortfall !== undefined)
+      add("durability", "fail", shortfall, "connect the replicas, or lower durability.replicas");
+    else
+      add(
+        "durability",
+        "ok",
+        `${required} of ${connected} replicas confirm each transition before an effect runs and before it is settled`,
+      );
+  } else if (connected > 0) {
+    add(
+      "durability",
+      "warn",
+      "replication is asynchronous and the store does not wait for it: a claim this master acknowledged and " +
+        "never sent on is gone after a failover, and the next attempt runs the effect again",
+      durabilityFix,
+    );
+  }
+  const minToWrite = config?.get("min-replicas-to-write");
+  if (connected > 0 && minToWrite === "0")
+    add(
+      "min-replicas-to-write",
+      required === undefined ? "warn" : "ok",
+      required === undefined
+        ? "0: a master cut off from its replicas keeps accepting claims that a failover will discard"
+        : "0: a master cut off from its replicas accepts writes, but the store's durability runs no effect on one unconfirmed",
+      ...(required === undefined
+        ? ["CONFIG SET min-replicas-to-write 1 (and min-replicas-max-lag 10), or the store's durability"]
+        : []),
+    );
+  else if (minToWrite !== undefined && minToWrite !== "0")
+    add(
+      "min-replicas-to-write",
+      "ok",
+      `${minToWrite}: the master refuses writes with fewer replicas in reach`,
+    );
+}
+
+/** `ip=10.0.0.2,port=6380,state=online,offset=123,lag=0` → its parts. */
+function parseReplica(line: string | undefined): { address: string; state: string; lag?: number } {
+  const fields = new Map((line ?? "").split(",").map((pair) => pair.split("=") as [string, string]));
+  const lag = fields.get("lag");
+  return {
+    address: `${fields.get("ip") ?? "?"}:${fields.get("port") ?? "?"}`,
+    state: fields.get("state") ?? "unknown",
+    ...(lag === undefined ? {} : { lag: Number(lag) }),
+  };
 }
 
 function bytes(n: number): string {

@@ -1,4 +1,5 @@
 import {
+  checkDurability,
   checkRedis,
   diagnoseRedis,
   nodeAddress,
@@ -14,6 +15,7 @@ import type { Command } from "../command.js";
 import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
+import { positiveInteger } from "../positive-integer.js";
 import { jsonText } from "../record-view.js";
 import { redisTarget, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
@@ -29,21 +31,31 @@ const SKEW_WARN_MS = 1_000;
 /** `once doctor`: every Redis setting that decides whether once can keep its promises. */
 export const doctorCommand: Command = {
   name: "doctor",
-  summary: "check Redis: version, maxmemory-policy, persistence, cluster, clock, script cache",
+  summary: "check Redis: version, maxmemory-policy, persistence, replicas, cluster, clock, script cache",
   usage: ["doctor [options]"],
-  options: [...CONNECTION_OPTIONS],
+  options: [...CONNECTION_OPTIONS, "replicas"],
   details:
     "Checks every master (on a Cluster) and says what it found. Exit 1 when a setting can cause duplicates — " +
     "an evicting maxmemory-policy, no AOF (a restart or crash loses records), appendfsync no, Redis older than " +
     "6.2, a replica or a cluster node reached as a plain server — naming the setting and the fix. " +
     "appendfsync everysec, clock skew over 1 s, and memory over 90% of maxmemory are warnings (exit 0). " +
+    "On a master with replicas it shows each one's state and lag and min-replicas-to-write, and warns that a " +
+    "failover can lose acknowledged claims unless the store waits for replicas; with --replicas n it judges " +
+    "that durability instead (fewer than n replicas connected is a problem). " +
     "It also says whether RedisStore.create would accept this Redis. --prefix is accepted and unused.",
-  examples: ["once doctor", "once doctor --cluster 10.0.0.5:7000,10.0.0.6:7000 --json"],
+  examples: [
+    "once doctor",
+    "once doctor --replicas 1",
+    "once doctor --cluster 10.0.0.5:7000,10.0.0.6:7000 --json",
+  ],
   async run({ io, options }) {
     const target = redisTarget(options, io.env);
+    const replicasText = options.string("replicas");
+    const durability =
+      replicasText === undefined ? undefined : { replicas: positiveInteger("--replicas", replicasText) };
     return withRedis(target, async (redis) => {
-      const findings = await diagnose(redis);
-      const startup = await startupCheck(redis);
+      const findings = await diagnose(redis, durability);
+      const startup = await startupCheck(redis, durability);
       const problems = findings.filter((f) => f.status === "fail");
       const warnings = findings.filter((f) => f.status === "warn");
       const ok = problems.length === 0 && startup.ok;
@@ -92,8 +104,8 @@ export const doctorCommand: Command = {
  * The store's checks at the production level, each master's followed by doctor's own for it (clock,
  * script cache), then the cluster's.
  */
-async function diagnose(redis: Redis | Cluster): Promise<Finding[]> {
-  const report = await diagnoseRedis(redis, { level: "production" });
+async function diagnose(redis: Redis | Cluster, durability?: { replicas: number }): Promise<Finding[]> {
+  const report = await diagnoseRedis(redis, { level: "production", ...(durability ? { durability } : {}) });
   const byNode = new Map<string, Finding[]>();
   for (const check of report.checks) byNode.set(check.node, [...(byNode.get(check.node) ?? []), check]);
   const shas = (await scriptDigests()).map((d) => d.sha1);
@@ -211,10 +223,14 @@ interface StartupCheck {
   warnings: string[];
 }
 
-/** What RedisStore.create's own check says: the verdict a worker gets at start. */
-async function startupCheck(redis: Redis | Cluster): Promise<StartupCheck> {
+/** What RedisStore.create's own checks say (with the durability asked for): the verdict a worker gets at start. */
+async function startupCheck(
+  redis: Redis | Cluster,
+  durability?: { replicas: number },
+): Promise<StartupCheck> {
   try {
     const report = await checkRedis(redis);
+    if (durability) await checkDurability(redis, durability, 5_000);
     return { ok: true, warnings: report.warnings };
   } catch (error) {
     if (error instanceof RedisConfigError) {

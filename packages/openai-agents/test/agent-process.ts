@@ -1,0 +1,87 @@
+// The order agent's orchestrator in a process of its own, for the crash scenarios: `node --import tsx
+// agent-process.ts` with its settings as JSON in ONCE_AGENT_CONFIG. It runs the OpenAI Agents SDK's runner
+// through onceTask, prints one JSON line per event ({"event":"model-call","turn":1}, {"event":"done",…}), and
+// SIGKILLs itself at the point it was told to — a real crash, mid-flight, with nothing cleaned up.
+
+import { RedisStore } from "@once/redis";
+import { run, setTracingDisabled } from "@openai/agents";
+import { Redis } from "ioredis";
+import { onceTask } from "../src/index.js";
+import { orderAgent, orderTools, PROMPT } from "./order-agent.js";
+import { OrderAgentModel } from "./order-agent-model.js";
+
+/** Where the process kills itself: inside turn 1's model call, after the charge, between the turn's two calls, after the last turn. */
+export type KillPoint = "model-call" | "tool-call" | "between-tool-calls" | "after-last-turn";
+
+export interface AgentProcessConfig {
+  redisUrl: string;
+  prefix: string;
+  paymentsUrl: string;
+  taskId: string;
+  orderId: string;
+  leaseMs: number;
+  killAt?: KillPoint;
+}
+
+const config = JSON.parse(process.env.ONCE_AGENT_CONFIG ?? "null") as AgentProcessConfig;
+const emit = (event: string, fields: Record<string, unknown> = {}) =>
+  process.stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
+const die = (point: KillPoint) => {
+  emit("killed", { point });
+  process.kill(process.pid, "SIGKILL");
+  return new Promise<never>(() => {});
+};
+
+setTracingDisabled(true);
+const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+const store = await RedisStore.create({ redis, prefix: config.prefix });
+let chargeStored: () => void = () => {};
+const charged = new Promise<void>((resolve) => {
+  chargeStored = resolve;
+});
+const tools = await orderTools(config.paymentsUrl, config.orderId, {
+  afterCharge: () => {
+    emit("charged");
+    if (config.killAt === "tool-call") return die("tool-call");
+  },
+  beforeEmail: async () => {
+    if (config.killAt !== "between-tool-calls") return;
+    await charged; // the charge is stored: the turn's first call is over, its second not begun
+    return die("between-tool-calls");
+  },
+});
+const model = new OrderAgentModel(config.orderId, {
+  // Heavy-tailed, as a model's latency is: mostly quick, one call in ten ten times slower.
+  latencyMs: () => (Math.random() < 0.9 ? 5 + Math.random() * 20 : 100 + Math.random() * 200),
+  answering: (turn) => {
+    emit("model-call", { turn });
+    if (config.killAt === "model-call" && turn === 1) return die("model-call");
+  },
+});
+const task = onceTask({
+  taskId: config.taskId,
+  store,
+  tools: tools.all,
+  leaseMs: config.leaseMs,
+  turnLeaseMs: config.leaseMs,
+});
+const chargeTool = task.tools.find((t) => t.name === "charge_customer");
+if (chargeTool) {
+  const invoke = chargeTool.invoke;
+  chargeTool.invoke = async (...args) => {
+    const result = await invoke(...args);
+    chargeStored();
+    return result;
+  };
+}
+const result = await run(orderAgent(task.model(model, "order-agent"), task.tools), PROMPT);
+if (config.killAt === "after-last-turn") await die("after-last-turn");
+emit("done", {
+  output: result.finalOutput,
+  steps: result.rawResponses.map((response) =>
+    response.output.flatMap((item) =>
+      item.type === "function_call" ? [{ tool: item.name, input: JSON.parse(item.arguments) }] : [],
+    ),
+  ),
+});
+redis.disconnect();
