@@ -2,8 +2,9 @@
 // primary, two replicas, three Sentinels) or a Cluster with a replica per master — whose primary is
 // SIGKILLed while calls are in flight. Nothing of the application is restarted: the same clients follow
 // the promotion (ioredis asks the Sentinels, or the Cluster, where the primary went) and the calls go on.
-// With `durability: { replicas: 1 }` no claim is acted on before a replica has it, so the promoted replica
-// knows every claim whose effect ran: the provider records each charge once.
+// With `durability: { replicas: 1 }` no claim is acted on before a replica has it; on one host no replica
+// lags, so the promoted one knows every claim whose effect ran and the provider records each charge once.
+// (Replicas that fall behind are the chaos suite's failover mode, where durability counts every replica.)
 
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
