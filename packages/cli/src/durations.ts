@@ -24,28 +24,5 @@ export function parseDuration(option: string, text: string): number {
   return Math.round(total);
 }
 
-/** A short human form of a duration: `850ms`, `45s`, `12m30s`, `3h5m`, `2d4h`. */
-export function formatDuration(ms: number): string {
-  const sign = ms < 0 ? "-" : "";
-  let rest = Math.abs(Math.round(ms));
-  if (rest === 0) return "0s";
-  if (rest < 1_000) return `${sign}${rest}ms`;
-  if (rest < 60_000) {
-    const seconds = rest / 1_000;
-    return `${sign}${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)}s`;
-  }
-  const parts: string[] = [];
-  for (const [unit, size] of [
-    ["d", UNIT_MS.d],
-    ["h", UNIT_MS.h],
-    ["m", UNIT_MS.m],
-    ["s", UNIT_MS.s],
-  ] as const) {
-    const count = Math.floor(rest / size);
-    rest -= count * size;
-    if (count > 0) parts.push(`${count}${unit}`);
-    // Two units are enough to read at a glance: 2d4h, not 2d4h13m7s.
-    if (parts.length === 2) break;
-  }
-  return sign + parts.join("");
-}
+// One home for how once writes a duration, shared with the console.
+export { formatDuration } from "@once/core/internal";
