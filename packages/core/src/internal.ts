@@ -16,6 +16,7 @@ export {
   formatDuration,
   leaseRemaining,
   leaseText,
+  readDuration,
   stateMeaning,
   traceIdOf,
 } from "./record-view.js";

@@ -51,7 +51,25 @@ export function errorText(error: StoredError): string {
   return `${error.name}: ${error.message}${error.code === undefined ? "" : ` (${error.code})`}`;
 }
 
-const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/gy;
+
+/**
+ * Milliseconds in a duration like `30s`, `10m`, `2h`, `1d`, `250ms` or `1h30m`, or undefined when `text` is
+ * not one. A bare number is refused: whether `10` meant seconds or minutes is exactly the kind of guess an
+ * operator tool must not make.
+ */
+export function readDuration(text: string): number | undefined {
+  const trimmed = text.trim();
+  let total = 0;
+  PART.lastIndex = 0;
+  let matched = 0;
+  for (let match = PART.exec(trimmed); match !== null; match = PART.exec(trimmed)) {
+    total += Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
+    matched = PART.lastIndex;
+  }
+  return trimmed === "" || matched !== trimmed.length ? undefined : Math.round(total);
+}
 
 /** A short human form of a duration: `850ms`, `45s`, `12m30s`, `3h5m`, `2d4h`. */
 export function formatDuration(ms: number): string {
