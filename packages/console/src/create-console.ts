@@ -96,7 +96,7 @@ const SECURITY_HEADERS: Record<string, string> = {
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
-  "referrer-policy": "no-referrer",
+  "referrer-policy": "same-origin",
   "cache-control": "no-store",
 };
 

@@ -179,7 +179,7 @@ export function listBody(ctx: PageContext, query: ListQuery, live: Html, problem
 <button type="submit">Filter</button>
 </form>
 ${problem === undefined ? "" : html`<p class="problem">${problem}</p>`}
-<div id="live" data-live="${base}/records${liveSearch}${liveSearch === "" ? "?" : "&amp;"}live=1">${live}</div>`;
+<div id="live" data-live="${base}/records${liveSearch}${liveSearch === "" ? "?" : "&"}live=1">${live}</div>`;
 }
 
 export function listLive(ctx: PageContext, query: ListQuery, page: RecordPage): Html {
