@@ -109,14 +109,15 @@ export function openRedis(
         retryStrategy: retry,
       });
   let up: boolean | undefined;
-  client.on("ready", () => {
-    if (up !== true) onState((up = true));
-  });
-  client.on("error", (error: Error) => {
-    if (up !== false) onState((up = false), error.message);
-  });
+  const changed = (now: boolean, reason?: string) => {
+    if (up === now) return;
+    up = now;
+    onState(now, reason);
+  };
+  client.on("ready", () => changed(true));
+  client.on("error", (error: Error) => changed(false, error.message));
   client.on("close", () => {
-    if (up === true) onState((up = false), "the connection closed");
+    if (up === true) changed(false, "the connection closed");
   });
   return client;
 }

@@ -1,6 +1,6 @@
 // HTML built with one tagged template: every interpolated value is escaped as text unless it is itself
 // Html (made by `html` or `raw`). A record's result, error, tool name or key can hold anything, `<script>`
-// included; it reaches the page only through escape().
+// included; it reaches the page only through escapeHtml().
 
 /** Markup that is already safe to put in a page. */
 export class Html {
@@ -22,7 +22,7 @@ const ESCAPES: Record<string, string> = {
 };
 
 /** Text made safe for element content and quoted attribute values. */
-export function escape(text: string): string {
+export function escapeHtml(text: string): string {
   return text.replace(/[&<>"'`]/g, (c) => ESCAPES[c] ?? c);
 }
 
@@ -30,7 +30,7 @@ function render(part: Part): string {
   if (part === undefined || part === null || part === false) return "";
   if (part instanceof Html) return part.text;
   if (Array.isArray(part)) return part.map(render).join("");
-  return escape(String(part));
+  return escapeHtml(String(part));
 }
 
 /** `html\`<td>${value}</td>\``: the literal parts as written, every value escaped (arrays joined). */

@@ -113,7 +113,7 @@ export function overviewLive(ctx: PageContext, counts: RecordCounts): Html {
     : html`<p class="note">Every record read: ${read} record${read === 1 ? "" : "s"}.</p>`;
   const cards = RECORD_STATES.map(
     (state) =>
-      html`<a class="card state-${state}${state === "unknown" && counts.byState.unknown > 0 ? " attention" : ""}" href="${base}/records?state=${state}"><span class="count">${counts.byState[state]}</span><span class="label">${state}</span></a>`,
+      html`<a class="card card-${state}${state === "unknown" && counts.byState.unknown > 0 ? " attention" : ""}" href="${base}/records?state=${state}"><span class="count">${counts.byState[state]}</span><span class="label">${state}</span></a>`,
   );
   const tools = Object.entries(counts.byTool);
   const attention: Html[] = [];

@@ -102,7 +102,9 @@ async function startConsole(): Promise<{ child: NodeChild; url: string }> {
     child.exited.then((status) => {
       throw new Error(`once console exited (${status}) before it listened:\n${child.stderr()}`);
     }),
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error("once console never listened")), 20_000)),
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error("once console never listened")), 20_000),
+    ),
   ]);
   return { child, url: started };
 }
@@ -122,8 +124,16 @@ beforeAll(async () => {
   ] as const) {
     for (let i = 0; i < n; i++) await seedDone(store, { tool, trace: randomTraceparent() }, result(i));
   }
-  await seedFailed(store, { tool: "charge_card" }, { name: "CardDeclinedError", message: "card declined", code: "card_declined" });
-  keys.claimed = await seedClaimed(store, { tool: "send_email", leaseMs: 10 * 60_000, trace: randomTraceparent() });
+  await seedFailed(
+    store,
+    { tool: "charge_card" },
+    { name: "CardDeclinedError", message: "card declined", code: "card_declined" },
+  );
+  keys.claimed = await seedClaimed(store, {
+    tool: "send_email",
+    leaseMs: 10 * 60_000,
+    trace: randomTraceparent(),
+  });
   await seedReconciling(store, { tool: "create_refund" });
   await seedReleased(store, { tool: "book_flight" });
   keys.traced = await seedUnknown(
@@ -158,8 +168,8 @@ async function open(context: BrowserContext, pathname: string): Promise<Page> {
 describe("the console in Chromium", () => {
   it("shows the counts by state and by tool", async () => {
     const page = await open(stranger, "/");
-    await expect.poll(() => page.locator(".card.state-unknown .count").textContent()).toBe("2");
-    expect(await page.locator(".card.state-done .count").textContent()).toBe("13");
+    await expect.poll(() => page.locator(".card-unknown .count").textContent()).toBe("2");
+    expect(await page.locator(".card-done .count").textContent()).toBe("13");
     expect(await page.locator("header .store").textContent()).toBe(`${server.url}, prefix "once:"`);
     const chargeRow = page.locator("table.counts tr", { hasText: "charge_card" });
     // total, then claimed reconciling released done failed unknown
@@ -204,7 +214,9 @@ describe("the console in Chromium", () => {
     await page.locator("table.records td.key a").click();
     await page.waitForURL(`${url}/records/${keys.claimed}`);
     const field = (name: string) => page.locator(`td[data-field="${name}"]`);
-    expect(await field("state").textContent()).toContain("an owner holds the key; the effect may be under way");
+    expect(await field("state").textContent()).toContain(
+      "an owner holds the key; the effect may be under way",
+    );
     expect(await field("tool").textContent()).toBe("send_email");
     expect(await field("owner").textContent()).toMatch(/\S/);
     const before = await field("lease").textContent();
@@ -213,13 +225,18 @@ describe("the console in Chromium", () => {
 
     await page.goto(`${url}/records/${keys.traced}`);
     expect(await field("error").textContent()).toBe("TimeoutError: no answer from the provider within 30s");
-    expect(await field("state").textContent()).toContain("the next attempt reconciles, or an operator resolves it");
+    expect(await field("state").textContent()).toContain(
+      "the next attempt reconciles, or an operator resolves it",
+    );
     expect(await page.locator("a.trace").getAttribute("href")).toBe(
       `${JAEGER}/trace/4bf92f3577b34da6a3ce929d0e0e4736`,
     );
     // Not logged in: no form, the way to log in and the command line instead.
     expect(await page.locator('form[action$="/resolve"]').count()).toBe(0);
-    expect(await page.locator("section.resolve").textContent()).toContain(`once resolve ${keys.traced} --applied`);
+    expect(await page.locator("section.resolve").textContent()).toContain(
+      `once resolve ${keys.traced} --applied`,
+    );
+    await shot(page, "console-record");
     await page.close();
   });
 
@@ -240,10 +257,10 @@ describe("the console in Chromium", () => {
     await page.waitForURL(`${url}/records/${keys.unknown}?resolved=applied`);
     expect(await page.locator("p.flash-ok").textContent()).toContain("Resolved as applied");
     expect(await page.locator('td[data-field="state"] .state').textContent()).toBe("done");
-    expect(await page.locator('td[data-field="resolution"]').textContent()).toContain(
-      "applied by alice, ",
+    expect(await page.locator('td[data-field="resolution"]').textContent()).toContain("applied by alice, ");
+    expect(await page.locator('td[data-field="result"]').textContent()).toContain(
+      '"chargeId": "ch_found_1042"',
     );
-    expect(await page.locator('td[data-field="result"]').textContent()).toContain('"chargeId": "ch_found_1042"');
     await shot(page, "console-record-resolved");
 
     const record = await store.get(keys.unknown);

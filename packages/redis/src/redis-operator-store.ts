@@ -1,11 +1,12 @@
-import type {
-  ListRequest,
-  OnceRecord,
-  OperatorResolveRequest,
-  OperatorStore,
-  RecordCounts,
-  RecordPage,
-  ResolveResult,
+import {
+  type ListRequest,
+  type OnceRecord,
+  type OperatorResolveRequest,
+  type OperatorStore,
+  type RecordCounts,
+  type RecordPage,
+  type ResolveResult,
+  StoreUnavailableError,
 } from "@once/core";
 import { matchesFilter, RecordTally, resolveRefusal, retentionOf } from "@once/core/internal";
 import type { Cluster, Redis } from "ioredis";
@@ -55,7 +56,8 @@ export class RedisOperatorStore implements OperatorStore {
   }
 
   async get(key: string): Promise<OnceRecord | undefined> {
-    return (await this.#store()).get(key);
+    const store = await this.#store();
+    return this.#op("get", () => store.get(key));
   }
 
   async list(request: ListRequest): Promise<RecordPage> {
@@ -66,6 +68,8 @@ export class RedisOperatorStore implements OperatorStore {
     let examined = 0;
     let cursor: string | undefined = request.cursor;
     const batches = this.#batches({
+      // Whole batches make a page, so a batch no larger than the page keeps the page near its limit.
+      batchSize: Math.min(250, Math.max(1, request.limit)),
       onSkipped: () => skipped++,
       ...(request.cursor === undefined ? {} : { cursor: request.cursor }),
     });
@@ -131,7 +135,11 @@ export class RedisOperatorStore implements OperatorStore {
   }
 
   /** The scan's batches, each round trip bounded by the store's timeout. */
-  async *#batches(options: { cursor?: string; onSkipped: () => void }): AsyncGenerator<RecordBatch> {
+  async *#batches(options: {
+    cursor?: string;
+    batchSize?: number;
+    onSkipped: () => void;
+  }): AsyncGenerator<RecordBatch> {
     const batches = scanRecordBatches(this.#redis, { prefix: this.prefix, ...options });
     try {
       for (;;) {
@@ -171,6 +179,12 @@ export class RedisOperatorStore implements OperatorStore {
         }),
       ]);
     } catch (error) {
+      const cause = error instanceof StoreUnavailableError ? error.cause : error;
+      // ioredis' words for a client that is reconnecting and queues nothing (enableOfflineQueue: false).
+      if (cause instanceof Error && cause.message.includes("enableOfflineQueue"))
+        throw new StoreUnavailableError(operation, {
+          cause: new Error("no connection to Redis (reconnecting)"),
+        });
       throw toStoreError(operation, error);
     } finally {
       clearTimeout(timer);
