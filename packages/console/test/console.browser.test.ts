@@ -48,7 +48,7 @@ let browser: Browser;
 let operator: BrowserContext;
 /** Not logged in. */
 let stranger: BrowserContext;
-const keys: Record<string, string> = {};
+const keys = { claimed: "", traced: "", unknown: "", later: "" };
 
 // The tool whose unknown call the operator resolves: its first run dies mid-effect, so once cannot know.
 let runs = 0;
@@ -330,7 +330,7 @@ describe("the console in Chromium", () => {
       const page = await open(stranger, pathname);
       // Two refreshes of the live part, which go through innerHTML.
       await page.waitForTimeout(1_200);
-      expect(await page.evaluate(() => (window as { __xss?: string }).__xss)).toBeUndefined();
+      expect(await page.evaluate(() => (globalThis as { __xss?: string }).__xss)).toBeUndefined();
       expect(await page.locator("main img, main script").count(), pathname).toBe(0);
       expect(await page.locator("main").textContent()).toContain(tool);
       if (pathname === `/records/${key}`)
@@ -372,7 +372,7 @@ describe("the console in Chromium", () => {
 
     // Logged in, but the form's CSRF token is missing or another browser's.
     const loggedIn = await open(operator, `/records/${keys.traced}`);
-    for (const forged of [{}, { csrf }]) {
+    for (const forged of [{}, { csrf }] as Record<string, string>[]) {
       const refused = await post(loggedIn, `${url}/records/${keys.traced}/resolve`, { ...fields, ...forged });
       expect(refused.status).toBe(403);
       expect(refused.text).toContain("The write did not come from this console&#39;s own page");

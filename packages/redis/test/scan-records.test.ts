@@ -45,8 +45,8 @@ async function seedEveryState(store: RedisStore): Promise<Map<string, RecordStat
   return made;
 }
 
-async function collect(iterable: AsyncIterable<OnceRecord>): Promise<OnceRecord[]> {
-  const records: OnceRecord[] = [];
+async function collect<T = OnceRecord>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const records: T[] = [];
   for await (const record of iterable) records.push(record);
   return records;
 }
