@@ -73,7 +73,9 @@ export function csrfProblem(request: Request, formToken: string | null): string 
     } catch {
       host = undefined;
     }
-    if (host !== new URL(request.url).host) return "the request came from another origin";
+    // Behind a proxy that rewrites Host, the browser's host is the one the proxy forwards.
+    const ours = [new URL(request.url).host, request.headers.get("x-forwarded-host")];
+    if (host === undefined || !ours.includes(host)) return "the request came from another origin";
   } else if (origin === "null") {
     return "the request came from an opaque origin";
   }
