@@ -73,6 +73,11 @@ export interface ConsoleOptions {
   authorize?: Authorize;
   /** Jaeger's UI, e.g. `http://localhost:16686`: a record's trace links to `<jaegerUrl>/trace/<trace id>`. */
   jaegerUrl?: string;
+  /**
+   * What `once resolve` needs to reach this store, shown in the commands a page offers when it cannot resolve
+   * itself, e.g. `--prefix checkout:`. Default none.
+   */
+  commandOptions?: string;
   /** How often the pages refresh their figures, ms. Default 2000. */
   refreshMs?: number;
   /** Records on one page of the list. Default 50. */
@@ -163,6 +168,7 @@ export function createConsole(options: ConsoleOptions): ConsoleHandler {
         storeLabel: store.label,
         refreshMs,
         jaegerUrl,
+        commandOptions: options.commandOptions,
         csrf,
         writes: await writeAccess(request, typeof seen === "object" ? seen : undefined),
       };

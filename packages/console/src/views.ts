@@ -26,6 +26,8 @@ export interface PageContext {
   storeLabel: string;
   refreshMs: number;
   jaegerUrl: string | undefined;
+  /** Options of `once resolve` to reach this store, e.g. `--prefix checkout:`. */
+  commandOptions: string | undefined;
   /** The value for the forms' hidden `csrf` field. */
   csrf: string;
   writes: WriteAccess;
@@ -296,10 +298,11 @@ function resolveSection(ctx: PageContext, key: string, record: OnceRecord, form:
         : ctx.writes.why === "forbidden"
           ? html`You may not resolve records here. With access to the store, use the command line:`
           : html`This console is read-only (start it with writes allowed to resolve here). With access to the store, use the command line:`;
+    const on = ctx.commandOptions === undefined ? "" : ` ${ctx.commandOptions}`;
     return html`<section class="resolve">${heading}<p>${why}</p>
-<pre class="value">once resolve ${key} --applied --result '&lt;json&gt;' --why '…'
-once resolve ${key} --not-applied --why '…'
-once resolve ${key} --failed --error '&lt;message&gt;' --why '…'</pre></section>`;
+<pre class="value">once resolve ${key}${on} --applied --result '&lt;json&gt;' --why '…'
+once resolve ${key}${on} --not-applied --why '…'
+once resolve ${key}${on} --failed --error '&lt;message&gt;' --why '…'</pre></section>`;
   }
   const checked = (as: string) => ((form.as ?? "applied") === as ? html` checked` : "");
   return html`<section class="resolve">${heading}

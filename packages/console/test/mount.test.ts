@@ -126,6 +126,7 @@ describe("mounted in Express under /ops/once", () => {
     const record = await (await session.fetch(`/ops/once/records/${unknownKey}`)).text();
     expect(record).toContain("charge_card");
     expect(record).toContain("This console is read-only");
+    expect(record).toContain(`once resolve ${unknownKey} --prefix ${prefix} --not-applied`);
   });
 
   it("pages through every record with SCAN's cursor, each once", async () => {

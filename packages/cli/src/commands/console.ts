@@ -68,6 +68,7 @@ export const consoleCommand: Command = {
     const handler = createConsole({
       store,
       allowWrites,
+      ...(prefix === "once:" ? {} : { commandOptions: `--prefix ${prefix}` }),
       ...(token === undefined ? {} : { token }),
       ...(jaegerUrl === undefined ? {} : { jaegerUrl }),
       ...(refreshMs === undefined ? {} : { refreshMs }),
