@@ -104,7 +104,15 @@ describe("mounted in Express under /ops/once", () => {
     });
     app.use(
       "/ops/once",
-      toNodeListener(createConsole({ redis, prefix, basePath: "/ops/once", pageSize: 3 })),
+      toNodeListener(
+        createConsole({
+          redis,
+          prefix,
+          basePath: "/ops/once",
+          pageSize: 3,
+          commandOptions: `--prefix ${prefix}`,
+        }),
+      ),
     );
     const server = http.createServer(app);
     origin = await listen(server);
