@@ -1,51 +1,19 @@
+import { readDuration } from "@once/core/internal";
 import { UsageError } from "./errors.js";
 
-const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/gy;
-
 /**
- * Milliseconds in a duration like `30s`, `10m`, `2h`, `1d`, `250ms` or `1h30m`. A bare number is refused:
- * whether `10` meant seconds or minutes is exactly the kind of guess an operator tool must not make.
+ * Milliseconds in a duration like `30s`, `10m`, `2h`, `1d`, `250ms` or `1h30m`; anything else, a bare
+ * number included, is bad usage naming the option.
  */
 export function parseDuration(option: string, text: string): number {
-  const trimmed = text.trim();
-  let total = 0;
-  PART.lastIndex = 0;
-  let matched = 0;
-  for (let match = PART.exec(trimmed); match !== null; match = PART.exec(trimmed)) {
-    total += Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
-    matched = PART.lastIndex;
-  }
-  if (trimmed === "" || matched !== trimmed.length) {
+  const ms = readDuration(text);
+  if (ms === undefined) {
     throw new UsageError(
       `${option} ${JSON.stringify(text)} is not a duration: use a number with a unit, e.g. 30s, 10m, 2h, 1d, 250ms or 1h30m`,
     );
   }
-  return Math.round(total);
+  return ms;
 }
 
-/** A short human form of a duration: `850ms`, `45s`, `12m30s`, `3h5m`, `2d4h`. */
-export function formatDuration(ms: number): string {
-  const sign = ms < 0 ? "-" : "";
-  let rest = Math.abs(Math.round(ms));
-  if (rest === 0) return "0s";
-  if (rest < 1_000) return `${sign}${rest}ms`;
-  if (rest < 60_000) {
-    const seconds = rest / 1_000;
-    return `${sign}${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)}s`;
-  }
-  const parts: string[] = [];
-  for (const [unit, size] of [
-    ["d", UNIT_MS.d],
-    ["h", UNIT_MS.h],
-    ["m", UNIT_MS.m],
-    ["s", UNIT_MS.s],
-  ] as const) {
-    const count = Math.floor(rest / size);
-    rest -= count * size;
-    if (count > 0) parts.push(`${count}${unit}`);
-    // Two units are enough to read at a glance: 2d4h, not 2d4h13m7s.
-    if (parts.length === 2) break;
-  }
-  return sign + parts.join("");
-}
+// One home for how once writes a duration, shared with the console.
+export { formatDuration } from "@once/core/internal";

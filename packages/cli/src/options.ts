@@ -106,6 +106,37 @@ export const OPTIONS = {
     description: "accept this tool's name-based flag (reviewed: not a side effect)",
   },
 
+  port: {
+    type: "string",
+    value: "<port>",
+    description: "the console's port (default 4100; 0 picks a free one)",
+  },
+  host: {
+    type: "string",
+    value: "<address>",
+    description: "the address the console listens on (default 127.0.0.1: this machine only)",
+  },
+  "jaeger-url": {
+    type: "string",
+    value: "<url>",
+    description: "Jaeger's UI, e.g. http://localhost:16686: each record's trace links there",
+  },
+  "allow-writes": {
+    type: "boolean",
+    description:
+      "let the console resolve unknown records (needs a token: ONCE_CONSOLE_TOKEN or --token-file)",
+  },
+  "token-file": {
+    type: "string",
+    value: "<path>",
+    description: "a file holding the console's token (default: ONCE_CONSOLE_TOKEN)",
+  },
+  refresh: {
+    type: "string",
+    value: "<duration>",
+    description: "how often the console's pages refresh (default 2s)",
+  },
+
   sample: {
     type: "string",
     value: "<n>",

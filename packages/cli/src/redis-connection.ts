@@ -87,6 +87,42 @@ export async function withRedis<T>(
 }
 
 /**
+ * A client for a process that stays up (`once console`): it reconnects on its own, every 200 ms more up to
+ * 2 s between tries, and fails a command at once while it is disconnected rather than queue it, so a page
+ * can say the store is unreachable. `onState` hears when Redis stops and starts answering, once each.
+ */
+export function openRedis(
+  target: RedisTarget,
+  onState: (up: boolean, reason?: string) => void,
+): Redis | Cluster {
+  const retry = (times: number) => Math.min(times * 200, 2_000);
+  const client = target.cluster
+    ? new Cluster(target.nodes, {
+        clusterRetryStrategy: retry,
+        enableOfflineQueue: false,
+        redisOptions: { connectTimeout: CONNECT_TIMEOUT_MS, maxRetriesPerRequest: 1 },
+      })
+    : new Redis(target.url, {
+        connectTimeout: CONNECT_TIMEOUT_MS,
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        retryStrategy: retry,
+      });
+  let up: boolean | undefined;
+  const changed = (now: boolean, reason?: string) => {
+    if (up === now) return;
+    up = now;
+    onState(now, reason);
+  };
+  client.on("ready", () => changed(true));
+  client.on("error", (error: Error) => changed(false, error.message));
+  client.on("close", () => {
+    if (up === true) changed(false, "the connection closed");
+  });
+  return client;
+}
+
+/**
  * Refuses a plain client pointed at one node of a Redis Cluster: it would see (and SCAN) that node's keys
  * only, and hit MOVED for the rest.
  */

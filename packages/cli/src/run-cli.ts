@@ -3,6 +3,7 @@ import { StoreUnavailableError } from "@once/core";
 import type { CliIo } from "./cli-io.js";
 import type { Command } from "./command.js";
 import { auditCommand } from "./commands/audit.js";
+import { consoleCommand } from "./commands/console.js";
 import { doctorCommand } from "./commands/doctor.js";
 import { inspectCommand } from "./commands/inspect.js";
 import { listCommand } from "./commands/list.js";
@@ -20,6 +21,7 @@ const COMMANDS: readonly Command[] = [
   auditCommand,
   doctorCommand,
   statsCommand,
+  consoleCommand,
 ];
 
 /**

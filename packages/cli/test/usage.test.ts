@@ -1,8 +1,9 @@
 // Bad usage: every one exits 2 with a message naming the problem, before anything touches Redis. The
 // Redis URL points at a port nothing listens on, so a command that tried to connect would say so instead.
 
+import { NodeChild } from "@once/support";
 import { describe, expect, it } from "vitest";
-import { runOnce } from "./run-once.js";
+import { BINARY, runOnce } from "./run-once.js";
 
 const KEY = "a".repeat(64);
 const NOWHERE = "redis://127.0.0.1:1";
@@ -127,6 +128,34 @@ const cases: [string, string[], RegExp, Record<string, string>?][] = [
     ["stats", "--sample", "-3"],
     /--sample needs a value|--sample "-3" must be an integer/,
   ],
+  [
+    "console --allow-writes without a token",
+    ["console", "--allow-writes"],
+    /--allow-writes needs a token: set ONCE_CONSOLE_TOKEN or pass --token-file/,
+    { ONCE_CONSOLE_TOKEN: "" },
+  ],
+  [
+    "console with a short token",
+    ["console", "--allow-writes"],
+    /the console's token must be 16 characters or more/,
+    { ONCE_CONSOLE_TOKEN: "short" },
+  ],
+  [
+    "console --token-file without --allow-writes",
+    ["console", "--token-file", "token.txt"],
+    /--token-file goes with --allow-writes/,
+  ],
+  [
+    "console with a bad port",
+    ["console", "--port", "http"],
+    /--port "http" must be an integer of at least 0/,
+  ],
+  [
+    "console with a Jaeger URL that is not http",
+    ["console", "--jaeger-url", "javascript:alert(1)"],
+    /--jaeger-url "javascript:alert\(1\)" must be an http:\/\/ or https:\/\/ URL/,
+  ],
+  ["arguments to console", ["console", "extra"], /`once console` takes no arguments/],
   ["help about an unknown command", ["help", "frobnicate"], /unknown command "frobnicate"/],
   [
     "a parse error points at the help of the command given, not at a command word in a value",
@@ -145,7 +174,7 @@ describe.concurrent("bad usage exits 2 with a message naming the problem", () =>
 });
 
 describe.concurrent("help", () => {
-  it.each(["inspect", "list", "resolve", "audit", "doctor", "stats"])(
+  it.each(["inspect", "list", "resolve", "audit", "doctor", "stats", "console"])(
     "once %s --help exits 0 with usage and examples",
     async (command) => {
       const run = await runOnce([command, "--help"]);
@@ -159,13 +188,42 @@ describe.concurrent("help", () => {
   it("once --help lists every command", async () => {
     const run = await runOnce(["--help"]);
     expect(run.code).toBe(0);
-    for (const command of ["inspect", "list", "resolve", "audit", "doctor", "stats"]) {
+    for (const command of ["inspect", "list", "resolve", "audit", "doctor", "stats", "console"]) {
       expect(run.stdout).toMatch(new RegExp(`^  ${command} `, "m"));
     }
   });
 });
 
 describe("a Redis that does not answer", () => {
+  it("once console still serves, says the store is unreachable, and never shows the URL's password", async () => {
+    let listening: (url: string) => void = () => {};
+    const announced = new Promise<string>((resolve) => {
+      listening = resolve;
+    });
+    const child = NodeChild.start({
+      script: BINARY,
+      name: "once console",
+      args: ["console", "--port", "0", "--redis-url", "redis://:s3cret-pass@127.0.0.1:1"],
+      onOutput: (line) => {
+        const found = /^once console on (http:\/\/\S+?)\/ /.exec(line);
+        if (found?.[1] !== undefined) listening(found[1]);
+      },
+    });
+    try {
+      const url = await announced;
+      const response = await fetch(`${url}/records?state=unknown`);
+      const page = await response.text();
+      expect(response.status).toBe(503);
+      expect(page).toContain("The store is unreachable");
+      expect(page).toContain("redis://:***@127.0.0.1:1");
+      expect(page).not.toContain("s3cret");
+    } finally {
+      await child.stop();
+    }
+    expect(child.stderr()).not.toContain("s3cret");
+    expect(child.stderr()).toContain("once console: SIGTERM, stopping");
+  });
+
   it("is a problem (exit 1) naming where once tried", async () => {
     const run = await runOnce(["list", "--redis-url", NOWHERE]);
     expect(run.code).toBe(1);

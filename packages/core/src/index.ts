@@ -39,6 +39,16 @@ export {
   validateKeyPart,
 } from "./key.js";
 export { MemoryStore } from "./memory-store.js";
+export type {
+  ListRequest,
+  OperatorResolveRequest,
+  OperatorStore,
+  RecordCounts,
+  RecordFilter,
+  RecordPage,
+  ResolveResult,
+  StateCounts,
+} from "./operator-store.js";
 export {
   assertRetryWindow,
   type BackoffSetting,

@@ -12,7 +12,17 @@ export { RedisConfigError, RedisScriptError } from "./errors.js";
 export type { RedisNodeReport } from "./inspect-node.js";
 export { nodeAddress } from "./node-address.js";
 export { parseInfo } from "./parse-info.js";
+export {
+  databaseSize,
+  RedisOperatorStore,
+  type RedisOperatorStoreOptions,
+} from "./redis-operator-store.js";
 export { RedisStore, type RedisStoreOptions } from "./redis-store.js";
-export { type ScanRecordsOptions, scanRecords } from "./scan-records.js";
+export {
+  type RecordBatch,
+  type ScanRecordsOptions,
+  scanRecordBatches,
+  scanRecords,
+} from "./scan-records.js";
 export { type ScriptDigest, scriptDigests } from "./script-digests.js";
 export { SCRIPT_VERSION } from "./script-names.js";

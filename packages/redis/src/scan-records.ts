@@ -14,6 +14,15 @@ export interface ScanRecordsOptions {
   onSkipped?: (key: string, reason: string) => void;
 }
 
+/** One SCAN reply's worth of records, and where the scan goes on after it. */
+export interface RecordBatch {
+  records: OnceRecord[];
+  /** Keys SCAN returned in this batch (records and skipped keys). */
+  keys: number;
+  /** Pass it as `cursor` to go on after this batch; undefined when the scan is complete. */
+  cursor: string | undefined;
+}
+
 /**
  * Every record under `prefix`, read with SCAN and a cursor (never KEYS) on a standalone server, or on
  * every master of a Cluster in turn; each batch of keys is read back in one pipelined round trip. SCAN's
@@ -25,6 +34,18 @@ export async function* scanRecords(
   redis: Redis | Cluster,
   options: ScanRecordsOptions = {},
 ): AsyncGenerator<OnceRecord, void, undefined> {
+  for await (const batch of scanRecordBatches(redis, options)) yield* batch.records;
+}
+
+/**
+ * The same scan, batch by batch, each with a cursor to resume after it (`options.cursor`): a page of
+ * records that a later request continues, as the console's list does. A cursor names the master it was
+ * on, so a Cluster whose masters changed refuses it (RangeError) rather than skip or repeat a node.
+ */
+export async function* scanRecordBatches(
+  redis: Redis | Cluster,
+  options: ScanRecordsOptions & { cursor?: string } = {},
+): AsyncGenerator<RecordBatch, void, undefined> {
   const prefix = options.prefix ?? "once:";
   if (prefix === "") throw new RangeError("scanRecords needs a non-empty prefix");
   const batchSize = options.batchSize ?? 250;
@@ -32,15 +53,57 @@ export async function* scanRecords(
     throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
   }
   const pattern = `${escapeGlob(prefix)}*`;
-  const nodes = redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis];
-  for (const node of nodes) {
-    let cursor = "0";
+  const nodes = redis.isCluster
+    ? (redis as Cluster)
+        .nodes("master")
+        .map((node) => ({ node, address: addressOf(node) }))
+        .sort((a, b) => a.address.localeCompare(b.address))
+    : [{ node: redis as Redis, address: "" }];
+  let start = 0;
+  let cursor = "0";
+  if (options.cursor !== undefined) {
+    const resumed = parseCursor(options.cursor);
+    start = nodes.findIndex((n) => n.address === resumed.address);
+    if (start < 0) throw new RangeError("the scan's cursor names a server that is not a master now");
+    cursor = resumed.cursor;
+  }
+  for (let i = start; i < nodes.length; i++) {
+    const { node, address } = nodes[i] as { node: Redis; address: string };
     do {
       const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", batchSize);
       cursor = next;
-      if (keys.length > 0) yield* readBatch(redis, node, keys, prefix, options.onSkipped);
+      const records = [];
+      if (keys.length > 0) {
+        for await (const record of readBatch(redis, node, keys, prefix, options.onSkipped))
+          records.push(record);
+      }
+      const following = nodes[i + 1];
+      const resume =
+        cursor !== "0"
+          ? formatCursor(address, cursor)
+          : following === undefined
+            ? undefined
+            : formatCursor(following.address, "0");
+      yield { records, keys: keys.length, cursor: resume };
     } while (cursor !== "0");
   }
+}
+
+function addressOf(node: Redis): string {
+  return `${node.options.host ?? "127.0.0.1"}:${node.options.port ?? 6379}`;
+}
+
+/** Opaque to callers: the master's address (empty on a standalone server) and SCAN's own cursor. */
+function formatCursor(address: string, cursor: string): string {
+  return address === "" ? cursor : `${address}/${cursor}`;
+}
+
+function parseCursor(text: string): { address: string; cursor: string } {
+  const slash = text.lastIndexOf("/");
+  const address = slash < 0 ? "" : text.slice(0, slash);
+  const cursor = text.slice(slash + 1);
+  if (!/^\d+$/.test(cursor)) throw new RangeError(`${JSON.stringify(text)} is not a scan cursor`);
+  return { address, cursor };
 }
 
 async function* readBatch(

@@ -3,7 +3,7 @@ import type { ClaimRequest, OnceRecord, RecordState } from "@once/core";
 import { cleanupPrefix, clusterNodes, randomPrefix, redisUrl } from "@once/support";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RedisStore, scanRecords } from "../src/index.js";
+import { RedisOperatorStore, RedisStore, scanRecordBatches, scanRecords } from "../src/index.js";
 
 const RETENTION_MS = 10 * 60 * 1000;
 
@@ -45,8 +45,8 @@ async function seedEveryState(store: RedisStore): Promise<Map<string, RecordStat
   return made;
 }
 
-async function collect(iterable: AsyncIterable<OnceRecord>): Promise<OnceRecord[]> {
-  const records: OnceRecord[] = [];
+async function collect<T = OnceRecord>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const records: T[] = [];
   for await (const record of iterable) records.push(record);
   return records;
 }
@@ -105,6 +105,74 @@ for (const topology of ["standalone", "cluster"] as const) {
           expect(some.length).toBeGreaterThan(0);
         }
       }
+    });
+
+    it("goes on from a batch's cursor in a later scan, every record once, across the masters", async () => {
+      const store = await freshStore("scan-resume");
+      const keys = new Set<string>();
+      for (let i = 0; i < 120; i++) {
+        const key = randomKey();
+        keys.add(key);
+        await store.claim(request(key));
+      }
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      let scans = 0;
+      // Each scan reads one batch and stops, as one page of the console does; the next starts from its cursor.
+      do {
+        const batches = scanRecordBatches(redis, {
+          prefix: store.prefix,
+          batchSize: 10,
+          ...(cursor === undefined ? {} : { cursor }),
+        });
+        const first = await batches.next();
+        await batches.return(undefined);
+        if (first.done) break;
+        seen.push(...first.value.records.map((r) => r.key));
+        cursor = first.value.cursor;
+        scans++;
+      } while (cursor !== undefined);
+      expect(scans).toBeGreaterThan(2);
+      expect(new Set(seen)).toEqual(keys);
+      await expect(
+        collect(scanRecordBatches(redis, { prefix: store.prefix, cursor: "nope" })),
+      ).rejects.toThrow(RangeError);
+    });
+
+    it("RedisOperatorStore: pages by filter, counts by state and tool, resolves only what is unknown", async () => {
+      const store = await freshStore("operator");
+      const made = await seedEveryState(store);
+      const operator = new RedisOperatorStore({ redis, prefix: store.prefix });
+      const unknown = [...made].find(([, state]) => state === "unknown")?.[0] ?? "";
+      const done = [...made].find(([, state]) => state === "done")?.[0] ?? "";
+
+      const page = await operator.list({ states: ["unknown", "done"], limit: 100 });
+      expect(page.cursor).toBeUndefined();
+      expect(page.records.map((r) => r.key).sort()).toEqual([unknown, done].sort());
+      expect((await operator.list({ tools: ["another_tool"], limit: 100 })).records).toEqual([]);
+      expect((await operator.list({ olderThanMs: 60_000, limit: 100 })).records).toEqual([]);
+
+      const counts = await operator.count();
+      expect(counts).toMatchObject({ records: 6, sampled: false, skipped: 0, expiredLeases: 0 });
+      expect(counts.byTool).toEqual({
+        charge_card: { claimed: 1, reconciling: 1, released: 1, done: 1, failed: 1, unknown: 1 },
+      });
+      expect((await operator.count({ sample: 2 })).sampled).toBe(true);
+
+      const request_ = { decision: { as: "not_applied" } as const, by: "ops", why: "checked" };
+      expect(await operator.resolve(done, request_)).toMatchObject({
+        outcome: "refused",
+        reason: "the record is done, not unknown; only an unknown record can be resolved",
+      });
+      expect(await operator.resolve(unknown, { ...request_, expectFence: 7 })).toMatchObject({
+        outcome: "refused",
+        reason: "the record moved on (fence 1, 7 seen)",
+      });
+      const resolved = await operator.resolve(unknown, request_);
+      expect(resolved).toMatchObject({ outcome: "resolved", fence: 2, record: { state: "released" } });
+      // The retention the record was written with, not a default.
+      expect(resolved.record?.ttlMs).toBeLessThanOrEqual(RETENTION_MS + 1_000);
+      expect(resolved.record?.ttlMs).toBeGreaterThan(RETENTION_MS - 60_000);
     });
 
     it("skips keys under the prefix that are not once records, and says which", async () => {

@@ -1,10 +1,11 @@
+import { ago, errorText, leaseText, stateMeaning } from "@once/core/internal";
 import { RedisStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { keyArgument } from "../key-argument.js";
 import { CONNECTION_OPTIONS } from "../options.js";
-import { ago, errorText, jsonText, leaseText, recordJson, stateMeaning } from "../record-view.js";
+import { jsonText, recordJson } from "../record-view.js";
 import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
 import { renderTable, truncate } from "../render-table.js";
 

@@ -1,13 +1,14 @@
-import { type OnceRecord, RECORD_STATES, type RecordState } from "@once/core";
-import { scanRecords } from "@once/redis";
+import { RECORD_STATES, type RecordState } from "@once/core";
+import { ago, leaseText } from "@once/core/internal";
+import { RedisOperatorStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
-import { ago, jsonText, leaseText, recordJson } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
+import { jsonText, recordJson } from "../record-view.js";
+import { assertNotClusterNode, redisTarget, storePrefix, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
 
 const DEFAULT_LIMIT = 100;
@@ -44,23 +45,17 @@ export const listCommand: Command = {
 
     return withRedis(target, async (redis) => {
       await assertNotClusterNode(redis, target);
-      const now = await serverNow(redis);
-      const found = new Map<string, OnceRecord>();
-      let skipped = 0;
-      let complete = true;
-      const matches = (r: OnceRecord) =>
-        (states.length === 0 || states.includes(r.state)) &&
-        (tools.length === 0 || tools.includes(r.tool)) &&
-        (olderThan === undefined || now - r.updatedAt >= olderThan);
-      for await (const record of scanRecords(redis, { prefix, onSkipped: () => skipped++ })) {
-        if (!matches(record)) continue;
-        if (found.size >= limit && !found.has(record.key)) {
-          complete = false;
-          break;
-        }
-        found.set(record.key, record);
-      }
-      const records = [...found.values()].sort((a, b) => a.updatedAt - b.updatedAt);
+      const operator = new RedisOperatorStore({ redis, prefix, label: target.label });
+      // One match more than asked: whether there are more is then known without a second scan.
+      const page = await operator.list({
+        states: states as RecordState[],
+        tools,
+        ...(olderThan === undefined ? {} : { olderThanMs: olderThan }),
+        limit: limit + 1,
+      });
+      const { now, skipped } = page;
+      const complete = page.records.length <= limit;
+      const records = page.records.slice(0, limit).sort((a, b) => a.updatedAt - b.updatedAt);
 
       if (options.flag("json")) {
         io.stdout.write(

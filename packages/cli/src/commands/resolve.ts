@@ -1,28 +1,27 @@
 import os from "node:os";
 import {
   type AnyTool,
-  DEFAULT_RETENTION_MS,
   InvalidOutputError,
   type OnceRecord,
   parseOutput,
   type ResolveDecision,
 } from "@once/core";
-import { RedisStore } from "@once/redis";
+import { ago, errorText, formatDuration, resolveRefusal } from "@once/core/internal";
+import { RedisOperatorStore } from "@once/redis";
 import { askYes } from "../ask.js";
 import type { Command } from "../command.js";
-import { formatDuration, parseDuration } from "../durations.js";
+import { parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
 import { ExitCode } from "../exit-code.js";
 import { keyArgument } from "../key-argument.js";
 import { loadTools } from "../load-tools.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import type { ParsedOptions } from "../parse-command-line.js";
-import { ago, errorText, jsonText, recordJson } from "../record-view.js";
+import { jsonText, recordJson } from "../record-view.js";
 import {
   assertNotClusterNode,
   interactive,
   redisTarget,
-  serverNow,
   storePrefix,
   withRedis,
 } from "../redis-connection.js";
@@ -90,18 +89,14 @@ export const resolveCommand: Command = {
 
     return withRedis(target, async (redis) => {
       await assertNotClusterNode(redis, target);
-      const reader = await RedisStore.create({ redis, prefix, checks: false });
-      const record = await reader.get(key);
-      const now = await serverNow(redis);
+      const operator = new RedisOperatorStore({ redis, prefix, label: target.label });
+      const record = await operator.get(key);
+      const now = await operator.now();
       if (record === undefined) {
         return refuse(`no record for key ${key} under prefix ${JSON.stringify(prefix)} on ${target.label}`);
       }
-      if (record.state !== "unknown") {
-        return refuse(
-          `refused: the record is ${record.state}, not unknown; only an unknown record can be resolved. Nothing changed`,
-          record,
-        );
-      }
+      const refusal = resolveRefusal(record, undefined);
+      if (refusal !== undefined) return refuse(`refused: ${refusal}. Nothing changed`, record);
       const final = withCheckedResult(
         decision,
         record,
@@ -114,21 +109,21 @@ export const resolveCommand: Command = {
           return refuse("not resolved: not confirmed. Nothing changed", record);
         }
       }
-      const store = await RedisStore.create({
-        redis,
-        prefix,
-        checks: false,
-        retentionMs: retentionMs ?? retentionOf(record, now),
+      // Fenced on the record read above; it keeps the retention it was written with unless --retention.
+      const outcome = await operator.resolve(key, {
+        decision: final,
+        by,
+        why,
+        expectFence: record.fence,
+        ...(retentionMs === undefined ? {} : { retentionMs }),
       });
-      const outcome = await store.resolve(key, { decision: final, by, why, expectFence: record.fence });
-      if (outcome.outcome !== "ok") {
-        const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
+      if (outcome.outcome !== "resolved") {
         return refuse(
-          `refused by Redis: ${reason}. Nothing changed; inspect the record and try again`,
+          `refused by Redis: ${outcome.reason}. Nothing changed; inspect the record and try again`,
           record,
         );
       }
-      const after = await store.get(key);
+      const after = outcome.record;
       if (json) {
         io.stdout.write(
           jsonText({
@@ -222,15 +217,6 @@ function withCheckedResult(
     }
     throw error;
   }
-}
-
-/**
- * The retention the record was written with: every transition sets its TTL to the retention, so TTL left
- * plus the time since the last transition gives it back. A CLI default could shorten a record's life.
- */
-function retentionOf(record: OnceRecord, now: number): number {
-  if (record.ttlMs === undefined) return DEFAULT_RETENTION_MS;
-  return Math.max(1_000, record.ttlMs + Math.max(0, now - record.updatedAt));
 }
 
 function describe(

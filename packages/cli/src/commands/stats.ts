@@ -1,18 +1,15 @@
-import { RECORD_STATES, type RecordState } from "@once/core";
-import { scanRecords } from "@once/redis";
-import type { Cluster, Redis } from "ioredis";
+import { RECORD_STATES } from "@once/core";
+import { RedisOperatorStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
-import { jsonText, leaseRemaining } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
+import { jsonText } from "../record-view.js";
+import { assertNotClusterNode, redisTarget, storePrefix, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
 
 const DEFAULT_SAMPLE = 10_000;
-
-type Counts = Record<RecordState, number>;
 
 /** `once stats`: how many records are in each state, per tool; a sample on a large store, and it says so. */
 export const statsCommand: Command = {
@@ -32,37 +29,12 @@ export const statsCommand: Command = {
     const target = redisTarget(options, io.env);
     return withRedis(target, async (redis) => {
       await assertNotClusterNode(redis, target);
-      const now = await serverNow(redis);
-      const total = emptyCounts();
-      const byTool = new Map<string, Counts>();
-      const seen = new Set<string>();
-      let skipped = 0;
-      let complete = true;
-      let expiredLeases = 0;
-      let oldestUnknown: number | undefined;
-      for await (const record of scanRecords(redis, { prefix, onSkipped: () => skipped++ })) {
-        if (seen.has(record.key)) continue;
-        if (seen.size + skipped >= sample) {
-          complete = false;
-          break;
-        }
-        seen.add(record.key);
-        total[record.state]++;
-        const counts = byTool.get(record.tool) ?? emptyCounts();
-        counts[record.state]++;
-        byTool.set(record.tool, counts);
-        if (
-          (record.state === "claimed" || record.state === "reconciling") &&
-          leaseRemaining(record, now) <= 0
-        ) {
-          expiredLeases++;
-        }
-        if (record.state === "unknown")
-          oldestUnknown = Math.min(oldestUnknown ?? record.updatedAt, record.updatedAt);
-      }
-      const read = seen.size;
-      const dbsize = await databaseSize(redis);
-      const tools = [...byTool.entries()].sort(([a], [b]) => a.localeCompare(b));
+      const counts = await new RedisOperatorStore({ redis, prefix, label: target.label }).count({ sample });
+      const { now, byState: total, skipped, expiredLeases, oldestUnknownAt: oldestUnknown } = counts;
+      const complete = !counts.sampled;
+      const read = counts.records;
+      const dbsize = counts.totalKeys ?? 0;
+      const tools = Object.entries(counts.byTool);
 
       if (options.flag("json")) {
         io.stdout.write(
@@ -137,17 +109,6 @@ export const statsCommand: Command = {
   },
 };
 
-function emptyCounts(): Counts {
-  return { claimed: 0, reconciling: 0, released: 0, done: 0, failed: 0, unknown: 0 };
-}
-
 function share(n: number, of: number): string {
   return of === 0 ? "-" : `${((100 * n) / of).toFixed(1)}%`;
-}
-
-/** DBSIZE of the server, or summed over a Cluster's masters (each holds its own slots). */
-async function databaseSize(redis: Redis | Cluster): Promise<number> {
-  const nodes = redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis];
-  const sizes = await Promise.all(nodes.map((node) => node.dbsize()));
-  return sizes.reduce((sum, n) => sum + n, 0);
 }
