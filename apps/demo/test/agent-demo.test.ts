@@ -35,7 +35,6 @@ describe("pnpm demo -- --agent", () => {
   it("runs the AI SDK loop naive and once with the orchestrator SIGKILLed twice: repeats under naive, none under once", async () => {
     expect(existsSync(DEMO_MAIN), "build @once/demo before testing it").toBe(true);
     const json = path.join(dir, "agent-figures.json");
-    const started = Date.now();
     // All 20 tasks in flight at once: each kill lands while calls are running, some after their charge.
     const { code, stdout, stderr } = await runCommand(process.execPath, [
       DEMO_MAIN,
@@ -48,9 +47,7 @@ describe("pnpm demo -- --agent", () => {
       "--json",
       json,
     ]);
-    const elapsedMs = Date.now() - started;
     expect(code, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(0);
-    expect(elapsedMs).toBeLessThan(60_000);
 
     const figures = JSON.parse(readFileSync(json, "utf8")) as { naive: AgentFigures; once: AgentFigures };
     for (const mode of ["naive", "once"] as const) {

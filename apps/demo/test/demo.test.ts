@@ -30,7 +30,6 @@ describe("pnpm demo", () => {
   it("runs naive and once end to end with a killed worker: duplicates under naive, none under once", async () => {
     expect(existsSync(DEMO_MAIN), "build @once/demo before testing it").toBe(true);
     const json = path.join(dir, "figures.json");
-    const started = Date.now();
     const { code, stdout, stderr } = await runCommand(process.execPath, [
       DEMO_MAIN,
       "--tasks",
@@ -42,9 +41,7 @@ describe("pnpm demo", () => {
       json,
       "--trace",
     ]);
-    const elapsedMs = Date.now() - started;
     expect(code, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(0);
-    expect(elapsedMs).toBeLessThan(60_000);
 
     const figures = JSON.parse(readFileSync(json, "utf8")) as { naive: ModeFigures; once: ModeFigures };
     for (const mode of ["naive", "once"] as const) {
