@@ -10,14 +10,13 @@
 // Redis points at it reach it through that link, and a kill can first stall the primary's link and then
 // drop what it held back — a primary that dies with its replicas behind.
 
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
   awaitClusterFailover,
   clusterMasters,
   killClusterNode,
+  ownedClusterDir,
   pollUntil,
   type RedisServerHandle,
   restartClusterNode,
@@ -219,8 +218,7 @@ async function startSentinel(): Promise<ChaosRedis> {
 }
 
 async function startCluster(): Promise<ChaosRedis> {
-  const home = mkdtempSync(path.join(os.tmpdir(), "once-chaos-cluster-"));
-  const dir = path.join(home, "cluster");
+  const { home, dir } = ownedClusterDir();
   const links = new NodeLinks();
   const stop = async () => {
     await stopRedisCluster(dir);

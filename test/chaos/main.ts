@@ -123,8 +123,11 @@ for (const line of measuredLines) process.stdout.write(`${line}\n`);
 const rerun = [
   `--seed ${seed}`,
   ...(failover ? [`--failover ${failover}`] : []),
+  ...(failover && values.durability !== "both" ? [`--durability ${values.durability}`] : []),
   ...(values.replicas === undefined ? [] : [`--replicas ${values.replicas}`]),
   ...(values.short ? ["--short"] : []),
+  ...(values.calls === undefined ? [] : [`--calls ${values.calls}`]),
+  ...(values.rate === undefined ? [] : [`--rate ${values.rate}`]),
 ];
 process.stdout.write(`rerun: pnpm test:chaos -- ${rerun.join(" ")}\n`);
 if (judgedLine) process.stdout.write(`${judgedLine}\n`);

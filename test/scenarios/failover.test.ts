@@ -7,9 +7,7 @@
 // (Replicas that fall behind are the chaos suite's failover mode, where durability counts every replica.)
 
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Dispatcher, OnceWorker } from "@once/bullmq";
 import { deriveKey } from "@once/core";
@@ -19,6 +17,7 @@ import {
   awaitClusterFailover,
   clusterQueuePrefix,
   killClusterNode,
+  ownedClusterDir,
   restartClusterNode,
   type SentinelTopology,
   startRedisCluster,
@@ -209,8 +208,7 @@ describe("failover under Sentinel: a primary SIGKILLed while calls are in flight
 });
 
 describe("failover in a Redis Cluster: the master of the queue's slot SIGKILLed while calls are in flight", () => {
-  const home = mkdtempSync(path.join(os.tmpdir(), "once-failover-cluster-"));
-  const dir = path.join(home, "cluster");
+  const { home, dir } = ownedClusterDir();
   afterAll(async () => {
     await stopRedisCluster(dir);
     rmSync(home, { recursive: true, force: true });

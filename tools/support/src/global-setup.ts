@@ -11,18 +11,11 @@
 // 4. Reaps clusters and servers left behind by an earlier vitest process that was killed before its teardown
 //    (their temp dirs record the owner pid; only dirs whose owner is gone are touched).
 
-import {
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
+import { CLUSTER_HOME_PREFIX, makeOwnedTempDir, OWNER_FILE, ownedClusterDir, ownerPid } from "./owned-dir.js";
 import { pingRedis } from "./ping-redis.js";
 import { isRedisServerProcess, processAlive } from "./process-alive.js";
 import { parseRedisUrl, redisUrl } from "./redis-address.js";
@@ -84,25 +77,7 @@ async function assertRedisAnswers(url: string): Promise<void> {
   );
 }
 
-const OWNER_FILE = "owner.json";
-const CLUSTER_PREFIX = "once-cluster-";
 const REGISTRY_PREFIX = "once-redis-registry-";
-
-/** Marks a temp dir as belonging to this vitest process, so a later run can reap it if we die. */
-function makeOwnedTempDir(prefix: string): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
-  writeFileSync(path.join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, startedAt: Date.now() }));
-  return dir;
-}
-
-function ownerPid(dir: string): number | undefined {
-  try {
-    const { pid } = JSON.parse(readFileSync(path.join(dir, OWNER_FILE), "utf8")) as { pid?: unknown };
-    return typeof pid === "number" ? pid : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Kills redis-server processes that startRedisServer() registered and nobody stopped. */
 function reapRegisteredServers(registry: string): void {
@@ -142,7 +117,7 @@ async function reapOrphans(): Promise<void> {
     return;
   }
   for (const name of names) {
-    const isCluster = name.startsWith(CLUSTER_PREFIX);
+    const isCluster = name.startsWith(CLUSTER_HOME_PREFIX);
     if (!isCluster && !name.startsWith(REGISTRY_PREFIX)) continue;
     const found = path.join(os.tmpdir(), name);
     const pid = ownerPid(found);
@@ -194,8 +169,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     say(`using REDIS_CLUSTER_NODES=${existing}`);
     project.provide("redisClusterNodes", existing);
   } else {
-    clusterHome = makeOwnedTempDir(CLUSTER_PREFIX);
-    const clusterDir = path.join(clusterHome, "cluster");
+    const owned = ownedClusterDir();
+    clusterHome = owned.home;
+    const clusterDir = owned.dir;
     try {
       const { nodes } = await startRedisCluster(clusterDir, { log: clusterLog });
       process.env.REDIS_CLUSTER_NODES = nodes;

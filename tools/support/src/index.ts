@@ -8,6 +8,7 @@ export {
   NodeChild,
   type NodeChildOptions,
 } from "./node-child.js";
+export { ownedClusterDir } from "./owned-dir.js";
 export { pingRedis, waitForRedis } from "./ping-redis.js";
 export { pollUntil } from "./poll-until.js";
 export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";

@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { rmSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   awaitClusterFailover,
   clusterMasters,
   killClusterNode,
+  ownedClusterDir,
   portIsFree,
   redisCommand,
   restartClusterNode,
@@ -14,8 +13,7 @@ import {
 } from "../src/index.js";
 import { Forwarders } from "./fixtures/forwarders.js";
 
-const home = mkdtempSync(path.join(os.tmpdir(), "once-support-cluster-"));
-const dir = path.join(home, "cluster");
+const { home, dir } = ownedClusterDir();
 const forwarders = new Forwarders();
 afterAll(async () => {
   await stopRedisCluster(dir);
