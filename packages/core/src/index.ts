@@ -50,6 +50,7 @@ export {
   type ClaimOutcome,
   type ClaimRequest,
   DEFAULT_RETENTION_MS,
+  isTransactionalStore,
   type OnceRecord,
   type OnceStore,
   type Ownership,
@@ -60,6 +61,7 @@ export {
   type ResolveDecision,
   type ResolveRequest,
   type StoreOptions,
+  type TransactionalStore,
   type WriteOutcome,
 } from "./store.js";
 export {

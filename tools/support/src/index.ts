@@ -9,6 +9,7 @@ export {
   type NodeChildOptions,
 } from "./node-child.js";
 export { pingRedis, waitForRedis } from "./ping-redis.js";
+export { postgresUrl, randomSchema } from "./postgres-address.js";
 export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";
 export {
   clusterNodes,

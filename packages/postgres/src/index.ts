@@ -1,0 +1,18 @@
+export {
+  checkPostgres,
+  diagnosePostgres,
+  MINIMUM_POSTGRES_MAJOR,
+  type PostgresCheck,
+  type PostgresCheckLevel,
+  type PostgresCheckStatus,
+  type PostgresReport,
+} from "./check-postgres.js";
+export {
+  PostgresConfigError,
+  PostgresQueryError,
+  PostgresSchemaError,
+  PostgresVersionError,
+} from "./errors.js";
+export type { MigrationResult } from "./migrate.js";
+export { SCHEMA_VERSION } from "./migrations.js";
+export { PostgresStore, type PostgresStoreOptions, type SweepResult } from "./postgres-store.js";
