@@ -91,6 +91,16 @@ export class NotJsonError extends OnceError {
   }
 }
 
+/** A transactional tool was given a store it cannot commit its effect with (no transactions, or another database). */
+export class TransactionStoreError extends OnceError {
+  constructor(
+    readonly tool: string,
+    reason: string,
+  ) {
+    super("ONCE_TRANSACTION_STORE", `tool ${JSON.stringify(tool)} cannot run on this store: ${reason}`);
+  }
+}
+
 /** A tool definition is malformed. */
 export class InvalidToolError extends OnceError {
   constructor(

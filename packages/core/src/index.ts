@@ -24,6 +24,7 @@ export {
   type StoredError,
   StoreUnavailableError,
   ToolKindMismatchError,
+  TransactionStoreError,
   TransitionRefusedError,
   UnknownToolError,
 } from "./errors.js";
@@ -66,6 +67,7 @@ export {
 } from "./store.js";
 export {
   type AnyTool,
+  assertTransactionalTools,
   type CallContext,
   type ContextFor,
   DEFAULT_LEASE_MS,

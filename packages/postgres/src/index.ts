@@ -16,3 +16,8 @@ export {
 export type { MigrationResult } from "./migrate.js";
 export { SCHEMA_VERSION } from "./migrations.js";
 export { PostgresStore, type PostgresStoreOptions, type SweepResult } from "./postgres-store.js";
+export {
+  type TransactionalToolSpec,
+  type TransactionContext,
+  transactionalTool,
+} from "./transactional-tool.js";
