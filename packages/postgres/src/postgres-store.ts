@@ -294,6 +294,59 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return { deleted, batches };
   }
 
+  /**
+   * Every live record, in key order, `batchSize` (default 500) per query: keyset pages, so no query holds a
+   * snapshot or a lock for long. An expired record is absent here too. For `once list` and `once stats`.
+   */
+  async *scan(options: { batchSize?: number } = {}): AsyncGenerator<OnceRecord> {
+    const batchSize = options.batchSize ?? 500;
+    positiveInteger("batchSize", batchSize);
+    const sql = `${recordSelect(this.#names)} where key > $1 and expires_at > ${this.#names.q("now_ms")}()
+      order by key limit $2`;
+    let after = "";
+    for (;;) {
+      let rows: RecordRow[];
+      try {
+        rows = (await withTimeout(this.#pool.query<RecordRow>(sql, [after, batchSize]), this.#timeoutMs))
+          .rows;
+      } catch (error) {
+        throw toStoreError("scan", error);
+      }
+      for (const row of rows) yield toRecord(row);
+      if (rows.length < batchSize) return;
+      after = (rows.at(-1) as RecordRow).key;
+    }
+  }
+
+  /** The database's clock, in ms: the clock the records are written with. */
+  async now(): Promise<number> {
+    try {
+      const { rows } = await withTimeout(
+        this.#pool.query<{ now: string }>(`select ${this.#names.q("now_ms")}() as now`),
+        this.#timeoutMs,
+      );
+      return Number(rows[0]?.now);
+    } catch (error) {
+      throw toStoreError("now", error);
+    }
+  }
+
+  /** How many rows the table holds, expired ones not yet swept included. */
+  async size(): Promise<{ rows: number; expired: number }> {
+    try {
+      const { rows } = await withTimeout(
+        this.#pool.query<{ rows: string; expired: string }>(
+          `select count(*) as rows, count(*) filter (where expires_at <= ${this.#names.q("now_ms")}()) as expired
+           from ${this.#names.q("records")}`,
+        ),
+        this.#timeoutMs,
+      );
+      return { rows: Number(rows[0]?.rows), expired: Number(rows[0]?.expired) };
+    } catch (error) {
+      throw toStoreError("size", error);
+    }
+  }
+
   /** One statement, one round trip; whatever stands between us and PostgreSQL becomes StoreUnavailableError. */
   async #query<R extends object>(transition: string, values: unknown[]): Promise<R[]> {
     try {

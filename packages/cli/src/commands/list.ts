@@ -1,5 +1,4 @@
 import { type OnceRecord, RECORD_STATES, type RecordState } from "@once/core";
-import { scanRecords } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
@@ -7,8 +6,9 @@ import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
 import { ago, jsonText, leaseText, recordJson } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
+import { storePrefix } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 const DEFAULT_LIMIT = 100;
 
@@ -40,11 +40,8 @@ export const listCommand: Command = {
     const olderThan = option(options.string("older-than"), (t) => parseDuration("--older-than", t));
     const limit = option(options.string("limit"), (t) => positiveInteger("--limit", t)) ?? DEFAULT_LIMIT;
     const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env);
-
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const now = await serverNow(redis);
+    return withStore(options, io, async (session) => {
+      const now = await session.now();
       const found = new Map<string, OnceRecord>();
       let skipped = 0;
       let complete = true;
@@ -52,7 +49,7 @@ export const listCommand: Command = {
         (states.length === 0 || states.includes(r.state)) &&
         (tools.length === 0 || tools.includes(r.tool)) &&
         (olderThan === undefined || now - r.updatedAt >= olderThan);
-      for await (const record of scanRecords(redis, { prefix, onSkipped: () => skipped++ })) {
+      for await (const record of session.scan(() => skipped++)) {
         if (!matches(record)) continue;
         if (found.size >= limit && !found.has(record.key)) {
           complete = false;
@@ -65,8 +62,8 @@ export const listCommand: Command = {
       if (options.flag("json")) {
         io.stdout.write(
           jsonText({
-            prefix,
-            target: target.label,
+            ...(session.backend === "redis" ? { prefix } : { where: session.where }),
+            target: session.label,
             serverTime: now,
             filters: { states, tools, ...(olderThan === undefined ? {} : { olderThanMs: olderThan }) },
             limit,
@@ -98,8 +95,8 @@ export const listCommand: Command = {
       const what = describeFilters(states, tools, olderThan);
       io.stdout.write(
         complete
-          ? `${records.length} record${records.length === 1 ? "" : "s"}${what} under ${JSON.stringify(prefix)} (every key scanned)\n`
-          : `the first ${records.length} records${what} SCAN found under ${JSON.stringify(prefix)}; there are more (raise --limit)\n`,
+          ? `${records.length} record${records.length === 1 ? "" : "s"}${what} ${session.where} (every ${session.backend === "redis" ? "key scanned" : "record read"})\n`
+          : `the first ${records.length} records${what} ${session.backend === "redis" ? "SCAN" : "the scan"} found ${session.where}; there are more (raise --limit)\n`,
       );
       if (skipped > 0) {
         io.stdout.write(

@@ -7,7 +7,6 @@ import {
   parseOutput,
   type ResolveDecision,
 } from "@once/core";
-import { RedisStore } from "@once/redis";
 import { askYes } from "../ask.js";
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
@@ -18,15 +17,9 @@ import { loadTools } from "../load-tools.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import type { ParsedOptions } from "../parse-command-line.js";
 import { ago, errorText, jsonText, recordJson } from "../record-view.js";
-import {
-  assertNotClusterNode,
-  interactive,
-  redisTarget,
-  serverNow,
-  storePrefix,
-  withRedis,
-} from "../redis-connection.js";
+import { interactive, storePrefix } from "../redis-connection.js";
 import { truncate } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 /** `once resolve`: an operator's way out of `unknown`, fenced against the record read just before. */
 export const resolveCommand: Command = {
@@ -85,16 +78,14 @@ export const resolveCommand: Command = {
     }
     const toolsModule = options.string("tools");
     const tools = toolsModule === undefined ? undefined : await loadTools(toolsModule, io.cwd);
-    const target = redisTarget(options, io.env);
     const json = options.flag("json");
 
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const reader = await RedisStore.create({ redis, prefix, checks: false });
+    return withStore(options, io, async (session) => {
+      const reader = await session.store();
       const record = await reader.get(key);
-      const now = await serverNow(redis);
+      const now = await session.now();
       if (record === undefined) {
-        return refuse(`no record for key ${key} under prefix ${JSON.stringify(prefix)} on ${target.label}`);
+        return refuse(`no record for key ${key} ${session.where} on ${session.label}`);
       }
       if (record.state !== "unknown") {
         return refuse(
@@ -114,17 +105,12 @@ export const resolveCommand: Command = {
           return refuse("not resolved: not confirmed. Nothing changed", record);
         }
       }
-      const store = await RedisStore.create({
-        redis,
-        prefix,
-        checks: false,
-        retentionMs: retentionMs ?? retentionOf(record, now),
-      });
+      const store = await session.store({ retentionMs: retentionMs ?? retentionOf(record, now) });
       const outcome = await store.resolve(key, { decision: final, by, why, expectFence: record.fence });
       if (outcome.outcome !== "ok") {
         const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
         return refuse(
-          `refused by Redis: ${reason}. Nothing changed; inspect the record and try again`,
+          `refused by ${session.backend === "redis" ? "Redis" : "PostgreSQL"}: ${reason}. Nothing changed; inspect the record and try again`,
           record,
         );
       }

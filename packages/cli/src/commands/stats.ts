@@ -1,14 +1,13 @@
 import { RECORD_STATES, type RecordState } from "@once/core";
-import { scanRecords } from "@once/redis";
-import type { Cluster, Redis } from "ioredis";
 import type { Command } from "../command.js";
 import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
 import { jsonText, leaseRemaining } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
+import { storePrefix } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 const DEFAULT_SAMPLE = 10_000;
 
@@ -29,10 +28,8 @@ export const statsCommand: Command = {
     const sampleText = options.string("sample");
     const sample = sampleText === undefined ? DEFAULT_SAMPLE : positiveInteger("--sample", sampleText);
     const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env);
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const now = await serverNow(redis);
+    return withStore(options, io, async (session) => {
+      const now = await session.now();
       const total = emptyCounts();
       const byTool = new Map<string, Counts>();
       const seen = new Set<string>();
@@ -40,7 +37,7 @@ export const statsCommand: Command = {
       let complete = true;
       let expiredLeases = 0;
       let oldestUnknown: number | undefined;
-      for await (const record of scanRecords(redis, { prefix, onSkipped: () => skipped++ })) {
+      for await (const record of session.scan(() => skipped++)) {
         if (seen.has(record.key)) continue;
         if (seen.size + skipped >= sample) {
           complete = false;
@@ -61,14 +58,15 @@ export const statsCommand: Command = {
           oldestUnknown = Math.min(oldestUnknown ?? record.updatedAt, record.updatedAt);
       }
       const read = seen.size;
-      const dbsize = await databaseSize(redis);
+      const size = await session.size();
+      const dbsize = size.count;
       const tools = [...byTool.entries()].sort(([a], [b]) => a.localeCompare(b));
 
       if (options.flag("json")) {
         io.stdout.write(
           jsonText({
-            prefix,
-            target: target.label,
+            ...(session.backend === "redis" ? { prefix } : { where: session.where }),
+            target: session.label,
             serverTime: now,
             sampled: !complete,
             records: read,
@@ -84,10 +82,10 @@ export const statsCommand: Command = {
         return ExitCode.ok;
       }
       const out = [
-        `once stats: prefix ${JSON.stringify(prefix)} on ${target.label}`,
+        `once stats: ${session.where} on ${session.label}`,
         complete
-          ? `every record read: ${read} record${read === 1 ? "" : "s"} (DBSIZE ${dbsize} keys in all)`
-          : `sampled ${read} of ~${dbsize} keys (DBSIZE counts every key in the database, not only once's): the counts below are of the sample`,
+          ? `every record read: ${read} record${read === 1 ? "" : "s"} (${session.backend === "redis" ? "DBSIZE " : ""}${dbsize} ${size.of})`
+          : `sampled ${read} of ~${dbsize} ${session.backend === "redis" ? "keys (DBSIZE counts every key in the database, not only once's)" : size.of}: the counts below are of the sample`,
         "",
         renderTable(
           ["state", "records", "share"],
@@ -143,11 +141,4 @@ function emptyCounts(): Counts {
 
 function share(n: number, of: number): string {
   return of === 0 ? "-" : `${((100 * n) / of).toFixed(1)}%`;
-}
-
-/** DBSIZE of the server, or summed over a Cluster's masters (each holds its own slots). */
-async function databaseSize(redis: Redis | Cluster): Promise<number> {
-  const nodes = redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis];
-  const sizes = await Promise.all(nodes.map((node) => node.dbsize()));
-  return sizes.reduce((sum, n) => sum + n, 0);
 }
