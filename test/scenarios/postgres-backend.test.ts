@@ -2,7 +2,7 @@
 // and mixed: the queue on Redis, the store on PostgreSQL. Each test has its own schemas (BullMQ's and once's)
 // and queue, removed after it.
 
-import { Dispatcher, OnceWorker } from "@once/bullmq";
+import { Dispatcher, type DispatcherOptions, OnceWorker } from "@once/bullmq";
 import { defineTool } from "@once/core";
 import { PostgresStore, transactionalTool } from "@once/postgres";
 import { postgresUrl, randomPrefix, randomSchema, redisUrl } from "@once/support";
@@ -60,7 +60,7 @@ function tools(storeSchema: string) {
 }
 
 async function exercise(
-  queue: Queue,
+  queue: DispatcherOptions["queue"],
   store: PostgresStore,
   worker: OnceWorker,
   kit: ReturnType<typeof tools>,

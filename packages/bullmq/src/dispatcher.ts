@@ -21,7 +21,7 @@ import {
   validateKeyPart,
 } from "@once/core";
 import { type Span, SpanKind } from "@opentelemetry/api";
-import { type BackendFactory, type JobsOptions, type Queue, QueueEvents } from "bullmq";
+import { type BackendFactory, type IQueueBackend, type JobsOptions, type Queue, QueueEvents } from "bullmq";
 import {
   ATTR_MESSAGING_MESSAGE_ID,
   ATTR_ONCE_ENQUEUES,
@@ -51,7 +51,7 @@ export interface DispatcherOptions {
    * The queue workers consume, on Redis or on BullMQ's PostgreSQL backend (`createPostgresBackend`). You own it
    * and its connection.
    */
-  queue: Queue;
+  queue: AnyQueue;
   /** The store the workers use; the dispatcher reads records to answer replays without a job. */
   store: OnceStore;
   tools: readonly AnyTool[];
@@ -105,6 +105,10 @@ export interface CallResult<Out> {
   enqueues: number;
 }
 
+/** A queue on any of BullMQ's backends (Redis by default, or PostgreSQL), with any connection options. */
+// biome-ignore lint/suspicious/noExplicitAny: the connection options differ by backend; only the queue's own methods are used.
+type AnyQueue = Queue<any, any, string, any, any, string, IQueueBackend, any>;
+
 interface Closable {
   quit(): Promise<unknown>;
 }
@@ -136,7 +140,7 @@ type Settled =
  */
 export class Dispatcher {
   readonly retryWindow: RetryWindow;
-  readonly #queue: Queue;
+  readonly #queue: AnyQueue;
   readonly #store: OnceStore;
   readonly #registry: ToolRegistry;
   readonly #telemetry: Telemetry;
@@ -534,7 +538,7 @@ function isSettled(record: OnceRecord | undefined): record is SettledRecord {
 }
 
 /** The factory the queue was built with (undefined: BullMQ's default, Redis). */
-function backendFactoryOf(queue: Queue): BackendFactory | undefined {
+function backendFactoryOf(queue: AnyQueue): BackendFactory | undefined {
   return (queue as unknown as { backendFactory?: BackendFactory }).backendFactory;
 }
 
@@ -542,7 +546,7 @@ function backendFactoryOf(queue: Queue): BackendFactory | undefined {
  * The id of the newest event of the queue: on Redis from its stream, read on the queue's own connection when
  * it is a client; on BullMQ's PostgreSQL backend from its event table, on the backend's pool.
  */
-async function lastEventId(queue: Queue): Promise<{ lastEventId?: string }> {
+async function lastEventId(queue: AnyQueue): Promise<{ lastEventId?: string }> {
   const postgres = (queue.backend as { connection?: { pool?: unknown; schema?: unknown } } | undefined)
     ?.connection;
   if (postgres && typeof postgres.schema === "string" && isQueryable(postgres.pool)) {

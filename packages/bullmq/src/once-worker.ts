@@ -3,6 +3,7 @@ import {
   type BackendFactory,
   type ConnectionOptions,
   type createPostgresBackend,
+  type IQueueBackend,
   Worker,
   type WorkerOptions,
 } from "bullmq";
@@ -17,7 +18,7 @@ export interface OnceWorkerOptions extends Omit<CallProcessorOptions, "worker"> 
    */
   connection: ConnectionOptions | PostgresConnection;
   /** BullMQ's backend: `createPostgresBackend` (from `bullmq`) runs the queue on PostgreSQL. Default Redis. */
-  backend?: BackendFactory<never, never>;
+  backend?: BackendFactory<IQueueBackend, never>;
   concurrency?: number;
   /** Any other BullMQ worker option (lockDuration, stalledInterval, prefix, …). */
   workerOptions?: Omit<WorkerOptions, "connection" | "concurrency">;
