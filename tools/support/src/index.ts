@@ -34,3 +34,4 @@ export {
   stopAllRedisServers,
 } from "./redis-server.js";
 export { type CommandOptions, type CommandRun, describeRun, runCommand } from "./run-command.js";
+export { type PostgresServerHandle, postgresBinDir, startPostgresServer } from "./postgres-server.js";
