@@ -71,14 +71,16 @@ export function verdict(report: ChaosReport, profile: ChaosProfile): string[] {
     ["freeze-worker", profile.faults.freezes],
     ["cut-connections", profile.faults.cuts],
     ["kill-orchestrator", Math.min(1, profile.faults.orchestratorKills)],
-    ["kill-redis", profile.faults.redisKills],
+    [report.store === "postgres" ? "restart-postgres" : "kill-redis", profile.faults.redisKills],
   ];
   for (const [kind, n] of want)
     expect((counts[kind] ?? 0) >= n, `${kind}: ${counts[kind] ?? 0} executed, want ≥ ${n}`);
   for (const loss of report.redisLosses) {
     expect(
       loss.lostKeys.length === 0,
-      `appendfsync ${report.fsync}: a Redis kill lost transitions of ${loss.lostKeys.length} keys`,
+      loss.server === "postgres"
+        ? `a restart of the store's PostgreSQL lost transitions of ${loss.lostKeys.length} keys`
+        : `appendfsync ${report.fsync}: a Redis kill lost transitions of ${loss.lostKeys.length} keys`,
     );
   }
   expect(

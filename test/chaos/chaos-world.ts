@@ -5,11 +5,19 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { type RedisServerHandle, startRedisServer } from "@once/support";
+import { PostgresStore } from "@once/postgres";
+import {
+  type PostgresServerHandle,
+  type RedisServerHandle,
+  startPostgresServer,
+  startRedisServer,
+} from "@once/support";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
+import pg from "pg";
 import { AofTail } from "./aof-tail.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
+import type { ChaosStoreLocation } from "./chaos-store.js";
 import { type PaymentsProcess, startPaymentsProcess } from "./payments-process.js";
 import { TcpProxy } from "./tcp-proxy.js";
 
@@ -24,8 +32,14 @@ export interface ChaosWorld {
   readonly inspector: Redis;
   /** The run's queue, seen from the suite: the drain waits for it to empty. */
   readonly inspectQueue: Queue;
-  /** Key prefix of the store's records. */
+  /** Key prefix of the store's records (on Redis). */
   readonly storePrefix: string;
+  /** Where the records are: `redis`, or `postgres` on the run's own PostgreSQL server. */
+  readonly storeKind: "redis" | "postgres";
+  /** The run's PostgreSQL (store `postgres`): the server, the proxy of each side, the store's schema. */
+  readonly postgres?: ChaosPostgres;
+  /** Where a side's store is, as its config says it. */
+  storeLocation(side: "worker" | "orchestrator"): ChaosStoreLocation;
   readonly queueName: string;
   readonly queuePrefix: string;
   /** The orchestrator's plan, its progress journal, and the file that tells it the faults are over. */
@@ -35,12 +49,22 @@ export interface ChaosWorld {
   stop(): Promise<void>;
 }
 
+export interface ChaosPostgres {
+  readonly server: PostgresServerHandle;
+  readonly workerProxy: TcpProxy;
+  readonly orchestratorProxy: TcpProxy;
+  readonly schema: string;
+}
+
 /** Starts the services of the run of `seed`; if one fails to start, stops those already started. */
 export async function startWorld(options: {
   seed: number;
   fsync: "always" | "everysec";
+  store?: "redis" | "postgres";
 }): Promise<ChaosWorld> {
   const { seed, fsync } = options;
+  const storeKind = options.store ?? "redis";
+  let postgres: ChaosPostgres | undefined;
   const dir = mkdtempSync(path.join(os.tmpdir(), "once-chaos-"));
   const queueName = `chaos-${seed}`;
   const queuePrefix = "chaos-bull";
@@ -59,6 +83,9 @@ export async function startWorld(options: {
     await orchestratorProxy?.close().catch(() => {});
     await payments?.stop().catch(() => {});
     await redis?.stop().catch(() => {});
+    await postgres?.workerProxy.close().catch(() => {});
+    await postgres?.orchestratorProxy.close().catch(() => {});
+    await postgres?.server.stop().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -76,6 +103,8 @@ export async function startWorld(options: {
     inspectQueue = new Queue(queueName, { connection: inspector, prefix: queuePrefix });
     inspectQueue.on("error", () => {});
     aof = new AofTail(redis.dir);
+    if (storeKind === "postgres") postgres = await startChaosPostgres(seed);
+    const pgAt = postgres;
     return {
       redis,
       aof,
@@ -85,6 +114,16 @@ export async function startWorld(options: {
       inspector,
       inspectQueue,
       storePrefix: `chaos:${seed}:`,
+      storeKind,
+      ...(pgAt === undefined ? {} : { postgres: pgAt }),
+      storeLocation: (side) =>
+        pgAt === undefined
+          ? { kind: "redis" }
+          : {
+              kind: "postgres",
+              url: `postgres://postgres@127.0.0.1:${(side === "worker" ? pgAt.workerProxy : pgAt.orchestratorProxy).port}/postgres`,
+              schema: pgAt.schema,
+            },
       queueName,
       queuePrefix,
       planFile: path.join(dir, "plan.json"),
@@ -94,6 +133,26 @@ export async function startWorld(options: {
     };
   } catch (error) {
     await stop();
+    throw error;
+  }
+}
+
+/** The run's PostgreSQL: a server of its own, the store's schema migrated, a proxy for each side. */
+async function startChaosPostgres(seed: number): Promise<ChaosPostgres> {
+  const server = await startPostgresServer();
+  const schema = `chaos_${seed}`;
+  try {
+    const pool = new pg.Pool({ connectionString: server.url, max: 2 });
+    try {
+      await PostgresStore.create({ pool, schema });
+    } finally {
+      await pool.end();
+    }
+    const workerProxy = await TcpProxy.start(server.port);
+    const orchestratorProxy = await TcpProxy.start(server.port);
+    return { server, workerProxy, orchestratorProxy, schema };
+  } catch (error) {
+    await server.stop();
     throw error;
   }
 }

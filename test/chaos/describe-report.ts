@@ -5,7 +5,7 @@ import type { ChaosReport } from "./judge-run.js";
 export function summaryLine(report: ChaosReport): string {
   const faults = Object.values(report.faultCounts).reduce((sum, n) => sum + n, 0);
   return (
-    `chaos: seed=${report.seed} calls=${report.calls} faults=${faults} duplicates=${report.duplicates} ` +
+    `chaos: ${report.store === "postgres" ? "store=postgres " : ""}seed=${report.seed} calls=${report.calls} faults=${faults} duplicates=${report.duplicates} ` +
     `lost=${report.lost} unknown=${report.unknown} reconciled=${report.reconciled} fence_rejected=${report.fenceRejected}`
   );
 }
@@ -14,7 +14,7 @@ export function summaryLine(report: ChaosReport): string {
 export function describeReport(report: ChaosReport): string[] {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
   const lines = [
-    `chaos report (seed ${report.seed}, appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
+    `chaos report (seed ${report.seed}, store ${report.store === "postgres" ? "PostgreSQL (queue on Redis)" : "Redis"}, appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
     `  faults: ${Object.entries(report.faultCounts)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(", ")}`,
@@ -42,6 +42,13 @@ export function describeReport(report: ChaosReport): string[] {
   ];
   for (const late of report.lateRequests.slice(0, 10)) lines.push(`    ${late}`);
   for (const loss of report.redisLosses) {
+    if (loss.server === "postgres") {
+      lines.push(
+        `  PostgreSQL restart (stop -m immediate) at +${(loss.at / 1000).toFixed(1)} s: down ${loss.downMs} ms; ` +
+          `${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,
+      );
+      continue;
+    }
     lines.push(
       `  Redis kill at +${(loss.at / 1000).toFixed(1)} s${loss.emulatedCrashDroppedMs ? ` (emulated OS crash: last ${loss.emulatedCrashDroppedMs} ms of AOF, ${loss.droppedBytes} bytes, dropped)` : " (SIGKILL)"}: ` +
         `down ${loss.downMs} ms; ${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,

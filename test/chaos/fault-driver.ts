@@ -9,6 +9,7 @@ import type { ChaosFleet } from "./chaos-fleet.js";
 import { readProgress } from "./chaos-plan.js";
 import type { ChaosWorld } from "./chaos-world.js";
 import type { Fault } from "./fault-schedule.js";
+import { restartPostgres } from "./postgres-loss.js";
 import { killAndRestartRedis, type RedisKill, type RedisLoss } from "./redis-loss.js";
 
 export interface ExecutedFault {
@@ -74,13 +75,24 @@ class FaultDriver {
       case "freeze-worker":
         return this.#freezeWorker(fault);
       case "cut-connections": {
-        const severed = this.#target.world.workerProxy.cut();
-        return this.#note(fault, `cut ${severed} worker connections to Redis`);
+        const { world } = this.#target;
+        const severed = world.workerProxy.cut();
+        if (!world.postgres) return this.#note(fault, `cut ${severed} worker connections to Redis`);
+        const toPostgres = world.postgres.workerProxy.cut();
+        return this.#note(
+          fault,
+          `cut ${severed} worker connections to Redis and ${toPostgres} to the store's PostgreSQL`,
+        );
       }
       case "kill-orchestrator":
         return this.#killOrchestrator(fault);
       case "kill-redis": {
         const run = this.#redisBusy.then(() => this.#killRedis(fault));
+        this.#redisBusy = run.catch(() => {});
+        return run;
+      }
+      case "restart-postgres": {
+        const run = this.#redisBusy.then(() => this.#restartPostgres(fault));
         this.#redisBusy = run.catch(() => {});
         return run;
       }
@@ -149,6 +161,17 @@ class FaultDriver {
       fault,
       `${loss.emulatedCrashDroppedMs === undefined ? "SIGKILL" : `SIGKILL + last ${loss.emulatedCrashDroppedMs} ms of AOF dropped (${loss.droppedBytes} bytes)`}, ` +
         `down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
+        `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
+    );
+  }
+
+  async #restartPostgres(fault: Extract<Fault, { kind: "restart-postgres" }>): Promise<void> {
+    const { world, fleet, t0 } = this.#target;
+    const loss = await restartPostgres(world, fleet.children, t0);
+    this.done.redisLosses.push(loss);
+    this.#note(
+      fault,
+      `pg_ctl stop -m immediate and start, down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
         `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
     );
   }

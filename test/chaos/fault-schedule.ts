@@ -14,7 +14,9 @@ export type Fault =
        * `dropLastMs` (SIGKILL alone loses nothing Redis had written: the kernel still holds it).
        */
       dropLastMs?: number;
-    };
+    }
+  /** Store `postgres`: the store's PostgreSQL server crashes (pg_ctl stop -m immediate) and starts again. */
+  | { at: number; kind: "restart-postgres" };
 
 export interface FaultPlan {
   workerKills: number;
@@ -24,6 +26,8 @@ export interface FaultPlan {
   redisKills: number;
   /** Add one emulated OS crash of Redis (everysec runs). */
   emulatedCrash: boolean;
+  /** Where the records are: with `postgres`, the Redis kills are restarts of the store's PostgreSQL instead. */
+  store?: "redis" | "postgres";
 }
 
 export interface ScheduleOptions extends FaultPlan {
@@ -70,7 +74,8 @@ export function makeSchedule(seed: number, options: ScheduleOptions): Fault[] {
   for (const at of spread(options.orchestratorKills, 0.15, 0.85)) {
     faults.push({ at, kind: "kill-orchestrator", restartAfterMs: random.int(200, 2_000) });
   }
-  for (const at of spread(options.redisKills, 0.3, 0.6)) faults.push({ at, kind: "kill-redis" });
+  const serverFault = options.store === "postgres" ? "restart-postgres" : "kill-redis";
+  for (const at of spread(options.redisKills, 0.3, 0.6)) faults.push({ at, kind: serverFault });
   if (options.emulatedCrash) faults.push({ at: within(0.65, 0.8), kind: "kill-redis", dropLastMs: 1_000 });
   return faults.sort((a, b) => a.at - b.at);
 }

@@ -17,6 +17,7 @@ export interface ChaosReport {
   seed: number;
   transport: ChaosTransport;
   fsync: "always" | "everysec";
+  store: "redis" | "postgres";
   calls: number;
   durationMs: number;
   faults: ExecutedFault[];
@@ -96,6 +97,8 @@ export interface RunFacts {
   seed: number;
   transport: ChaosTransport;
   fsync: "always" | "everysec";
+  /** Where the records were. */
+  store: "redis" | "postgres";
   /** When the orchestrator came up: the report's times count from it. */
   t0: number;
   /** From t0 to the end of the drain. */
@@ -116,6 +119,7 @@ export function judgeRun(run: RunFacts, evidence: Evidence, faults: FaultLog): C
     seed: run.seed,
     transport: run.transport,
     fsync: run.fsync,
+    store: run.store,
     calls: plan.calls.length,
     durationMs: run.durationMs,
     faults: faults.executed,

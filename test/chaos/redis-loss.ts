@@ -10,6 +10,8 @@ import { countRecords, type RecordState, snapshotRecords } from "./store-records
 
 /** What one Redis kill cost: acknowledged transitions Redis no longer had after its restart. */
 export interface RedisLoss {
+  /** Which server was killed: the run's Redis (default), or the store's PostgreSQL. */
+  server?: "redis" | "postgres";
   at: number;
   emulatedCrashDroppedMs?: number;
   downMs: number;
@@ -88,8 +90,8 @@ const ACK_RANK: Record<string, number> = {
   giveUp: 3,
 };
 
-/** Transitions the workers saw acknowledged before `killAt` that Redis, restarted, no longer holds. */
-function compareWithAcks(
+/** Transitions the workers saw acknowledged before `killAt` that the store, restarted, no longer holds. */
+export function compareWithAcks(
   children: readonly ChaosChild[],
   snapshot: Map<string, RecordState>,
   killAt: number,

@@ -22,6 +22,8 @@ export interface ChaosOptions {
   transport?: ChaosTransport;
   calls: number;
   fsync: "always" | "everysec";
+  /** Where once's records are: the run's Redis (default), or a PostgreSQL server of the run's own. */
+  store?: "redis" | "postgres";
   /** Calls the orchestrator starts per second. */
   rate: number;
   faults: FaultPlan;
@@ -35,23 +37,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const { seed, calls, fsync, rate } = options;
   const transport = options.transport ?? "guarded";
+  const store = options.store ?? "redis";
   const T = CHAOS_TIMING;
   const dispatchMs = Math.round((calls / rate) * 1_000);
   const schedule = makeSchedule(seed, {
     ...options.faults,
+    store,
     durationMs: dispatchMs,
     workers: T.workers,
     freezeMinMs: T.freezeMinMs,
     freezeMaxMs: T.freezeMaxMs,
   });
   log(
-    `chaos: seed=${seed} calls=${calls} fsync=${fsync} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
+    `chaos: seed=${seed} calls=${calls} store=${store} fsync=${fsync} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
   );
 
   const started = Date.now();
   let world: ChaosWorld | undefined;
   try {
-    world = await startWorld({ seed, fsync });
+    world = await startWorld({ seed, fsync, store });
     const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport });
     const t0 = Date.now();
     log(`chaos: ${T.workers} workers and the orchestrator are up; plan written to ${world.planFile}`);
@@ -65,7 +69,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await fleet.stopWorkers();
 
     const evidence = await collectEvidence(world, fleet);
-    return judgeRun({ seed, transport, fsync, t0, durationMs }, evidence, faults);
+    return judgeRun({ seed, transport, fsync, store, t0, durationMs }, evidence, faults);
   } finally {
     await stopAllChaosChildren();
     await world?.stop();

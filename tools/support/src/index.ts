@@ -10,6 +10,7 @@ export {
 } from "./node-child.js";
 export { pingRedis, waitForRedis } from "./ping-redis.js";
 export { postgresUrl, randomSchema } from "./postgres-address.js";
+export { type PostgresServerHandle, postgresBinDir, startPostgresServer } from "./postgres-server.js";
 export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";
 export {
   clusterNodes,
@@ -34,4 +35,3 @@ export {
   stopAllRedisServers,
 } from "./redis-server.js";
 export { type CommandOptions, type CommandRun, describeRun, runCommand } from "./run-command.js";
-export { type PostgresServerHandle, postgresBinDir, startPostgresServer } from "./postgres-server.js";

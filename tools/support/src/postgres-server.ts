@@ -37,7 +37,9 @@ export function postgresBinDir(): string {
   try {
     return path.dirname(execFileSync("sh", ["-c", "command -v initdb"], { encoding: "utf8" }).trim());
   } catch {
-    throw new Error("no initdb: install PostgreSQL (Debian: apt-get install postgresql) or set POSTGRES_BIN_DIR");
+    throw new Error(
+      "no initdb: install PostgreSQL (Debian: apt-get install postgresql) or set POSTGRES_BIN_DIR",
+    );
   }
 }
 
@@ -47,7 +49,8 @@ const asRoot = typeof process.getuid === "function" && process.getuid() === 0;
 async function serverCommand(bin: string, args: string[]): Promise<void> {
   const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", bin, ...args]] : [bin, args];
   const run = await runCommand(file, argv, { timeoutMs: 60_000 });
-  if (run.code !== 0) throw new Error(`${run.command} exited ${run.code}: ${run.stderr.trim() || run.stdout.trim()}`);
+  if (run.code !== 0)
+    throw new Error(`${run.command} exited ${run.code}: ${run.stderr.trim() || run.stdout.trim()}`);
 }
 
 /** initdb's and starts a server; resolves once it takes connections. */
@@ -76,7 +79,15 @@ export async function startPostgresServer(): Promise<PostgresServerHandle> {
   const stopWith = (mode: "immediate" | "fast") =>
     serverCommand(path.join(bin, "pg_ctl"), ["-D", data, "-m", mode, "-w", "stop"]);
   try {
-    await serverCommand(path.join(bin, "initdb"), ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"]);
+    await serverCommand(path.join(bin, "initdb"), [
+      "-D",
+      data,
+      "-U",
+      "postgres",
+      "--auth=trust",
+      "-E",
+      "UTF8",
+    ]);
     await start();
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
