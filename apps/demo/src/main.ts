@@ -1,5 +1,5 @@
 // `pnpm demo [-- --tasks 200 --workers 2 --timeout-ms 250 --kill|--no-kill --mode both|naive|once
-//   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000]`
+//   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000 --backend redis|postgres]`
 // Runs the same order workload naive (a fresh key per retry, the article's WRONG example) and with once,
 // each with its own payments provider, workers, queue and keys, then prints them side by side.
 // Exit 1 when once let a duplicate effect through, 2 when the demo could not run, 130 when interrupted.
@@ -7,6 +7,7 @@ import { randomBytes, randomInt } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/trace-receiver";
+import { findPostgres } from "./find-postgres.js";
 import { findRedis, NoRedisError } from "./find-redis.js";
 import { formatComparison } from "./format-comparison.js";
 import type { ModeFigures } from "./mode-figures.js";
@@ -27,6 +28,8 @@ const USAGE = `usage: pnpm demo [-- options]
   --concurrency N    tasks in flight at once (default 25)
   --seed N           seed of the provider's latency (default random)
   --p50 N --p99 N    the provider's latency quantiles in ms (default 50 and 2000)
+  --backend B        redis (default) | postgres: the queue on BullMQ's PostgreSQL backend and the
+                     store a PostgresStore (POSTGRES_URL, else 127.0.0.1:5432, else a throwaway server)
 Tracing to Jaeger instead: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 pnpm demo`;
 
 function usage(message: string): never {
@@ -54,6 +57,7 @@ function parseCommandLine() {
         seed: { type: "string" },
         p50: { type: "string", default: "50" },
         p99: { type: "string", default: "2000" },
+        backend: { type: "string", default: "redis" },
         help: { type: "boolean", short: "h", default: false },
       },
     }).values;
@@ -79,6 +83,9 @@ const modes: readonly ("naive" | "once")[] =
   args.mode in MODES
     ? MODES[args.mode as keyof typeof MODES]
     : usage(`--mode must be both, naive or once, got '${args.mode}'`);
+if (args.backend !== "redis" && args.backend !== "postgres")
+  usage(`--backend must be redis or postgres, got '${args.backend}'`);
+const backend: "redis" | "postgres" = args.backend;
 const settings = {
   tasks: integer("tasks", args.tasks),
   workers: integer("workers", args.workers),
@@ -101,10 +108,23 @@ process.once("SIGINT", () => {
 
 let exitCode = 0;
 let receiver: OtlpReceiver | undefined;
-const redis = await findRedis().catch((error: unknown) => {
-  process.stderr.write(`demo: ${error instanceof NoRedisError ? error.message : String(error)}\n`);
-  process.exit(2);
-});
+// The Redis backend needs a Redis; the PostgreSQL backend needs nothing else.
+const redis =
+  backend === "redis"
+    ? await findRedis().catch((error: unknown) => {
+        process.stderr.write(`demo: ${error instanceof NoRedisError ? error.message : String(error)}\n`);
+        process.exit(2);
+      })
+    : undefined;
+const postgres =
+  backend === "postgres"
+    ? await findPostgres().catch((error: unknown) => {
+        process.stderr.write(
+          `demo: no PostgreSQL: ${error instanceof Error ? error.message : String(error)}\n`,
+        );
+        process.exit(2);
+      })
+    : undefined;
 try {
   let childEnv: NodeJS.ProcessEnv = process.env;
   let tracingNote = process.env.OTEL_EXPORTER_OTLP_ENDPOINT
@@ -132,7 +152,9 @@ try {
       `  ${settings.tasks} tasks per mode (read order → charge → email → set status), ${settings.concurrency} at a time`,
       `  ${settings.workers} worker processes${args.kill ? ", worker 1 SIGKILLed and restarted a third of the way through" : ""}`,
       `  orchestrator waits ${settings.timeoutMs} ms for a call, then re-sends it (waits doubling to ${8 * settings.timeoutMs} ms); provider latency p50 ${settings.latency.p50Ms} ms, p99 ${settings.latency.p99Ms} ms (seed ${settings.seed})`,
-      `  Redis: ${redis.url} (${redis.source}); tracing: ${tracingNote}`,
+      redis
+        ? `  Redis: ${redis.url} (${redis.source}); tracing: ${tracingNote}`
+        : `  PostgreSQL: ${postgres?.url} (${postgres?.source}): queue on BullMQ's PostgreSQL backend, store a PostgresStore; tracing: ${tracingNote}`,
       "",
     ].join("\n"),
   );
@@ -145,7 +167,9 @@ try {
     try {
       const run = await runMode({
         mode,
-        redisUrl: redis.url,
+        backend,
+        redisUrl: redis?.url ?? "",
+        ...(postgres ? { postgresUrl: postgres.url } : {}),
         runId,
         tasks: settings.tasks,
         workers: settings.workers,
@@ -228,6 +252,7 @@ try {
   exitCode = error instanceof InterruptedError ? 130 : 2;
 } finally {
   await receiver?.close();
-  await redis.stop();
+  await redis?.stop();
+  await postgres?.stop();
 }
 process.exit(exitCode);
