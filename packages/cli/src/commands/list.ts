@@ -93,10 +93,11 @@ export const listCommand: Command = {
         );
       }
       const what = describeFilters(states, tools, olderThan);
+      const where = session.backend === "redis" ? `under ${JSON.stringify(prefix)}` : session.where;
       io.stdout.write(
         complete
-          ? `${records.length} record${records.length === 1 ? "" : "s"}${what} ${session.where} (every ${session.backend === "redis" ? "key scanned" : "record read"})\n`
-          : `the first ${records.length} records${what} ${session.backend === "redis" ? "SCAN" : "the scan"} found ${session.where}; there are more (raise --limit)\n`,
+          ? `${records.length} record${records.length === 1 ? "" : "s"}${what} ${where} (every ${session.backend === "redis" ? "key scanned" : "record read"})\n`
+          : `the first ${records.length} records${what} ${session.backend === "redis" ? "SCAN" : "the scan"} found ${where}; there are more (raise --limit)\n`,
       );
       if (skipped > 0) {
         io.stdout.write(

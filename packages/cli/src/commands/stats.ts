@@ -82,7 +82,7 @@ export const statsCommand: Command = {
         return ExitCode.ok;
       }
       const out = [
-        `once stats: ${session.where} on ${session.label}`,
+        `once stats: ${session.backend === "redis" ? `prefix ${JSON.stringify(prefix)}` : session.where} on ${session.label}`,
         complete
           ? `every record read: ${read} record${read === 1 ? "" : "s"} (${session.backend === "redis" ? "DBSIZE " : ""}${dbsize} ${size.of})`
           : `sampled ${read} of ~${dbsize} ${session.backend === "redis" ? "keys (DBSIZE counts every key in the database, not only once's)" : size.of}: the counts below are of the sample`,
