@@ -2,6 +2,9 @@
 // in one transaction with its record's `done`. Unit-level behaviour in one process, then worker processes
 // SIGKILLed mid-transaction over 1,000 calls: 0 duplicate rows, 0 unknown, no reconcile hook.
 
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { InProcess } from "@once/bullmq";
 import { MemoryStore, TransactionStoreError } from "@once/core";
@@ -143,7 +146,16 @@ describe("workers SIGKILLed mid-transaction", () => {
     const CALLS = 1_000;
     const WORKERS = 3;
     const { schema } = await freshSchema("tx_kill");
-    const env = { ...process.env, POSTGRES_URL: postgresUrl(), TX_SCHEMA: schema, TX_CALLS: String(CALLS) };
+    const dir = mkdtempSync(path.join(os.tmpdir(), "once-tx-kill-"));
+    const killPhase = path.join(dir, "killing");
+    writeFileSync(killPhase, "");
+    const env = {
+      ...process.env,
+      POSTGRES_URL: postgresUrl(),
+      TX_SCHEMA: schema,
+      TX_CALLS: String(CALLS),
+      TX_KILL_PHASE_FILE: killPhase,
+    };
     const outcomes = new Map<string, number>();
     const errors: unknown[] = [];
     const start = () =>
@@ -165,9 +177,10 @@ describe("workers SIGKILLed mid-transaction", () => {
     let kills = 0;
     const deadline = Date.now() + 200_000;
     // 40 times: pick a worker, wait for it to be inside a transaction (its order written, its credit and its
-    // record's `done` not), SIGKILL it there and start another in its place. Then let them finish.
+    // record's `done` not), SIGKILL it there and start another in its place. Then let them finish (the
+    // workers widen the window while the kill-phase file exists, so the calls outlast the kills).
     while (kills < 40 && Date.now() < deadline && (await done()) < CALLS) {
-      await sleep(50 + Math.floor(Math.random() * 200));
+      await sleep(20 + Math.floor(Math.random() * 100));
       const i = Math.floor(Math.random() * WORKERS);
       const worker = workers[i] as NodeChild;
       const inside = await nextEvent(worker, "in_transaction", 10_000);
@@ -176,6 +189,7 @@ describe("workers SIGKILLed mid-transaction", () => {
       kills += 1;
       workers[i] = start();
     }
+    rmSync(dir, { recursive: true, force: true });
     while ((await done()) < CALLS && Date.now() < deadline) await sleep(200);
     await Promise.all(workers.map((w) => w.stop()));
 
