@@ -6,13 +6,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { InProcess } from "@once/bullmq";
+import { Dispatcher, type DispatcherOptions, InProcess } from "@once/bullmq";
 import { MemoryStore, TransactionStoreError } from "@once/core";
 import { PostgresStore, transactionalTool } from "@once/postgres";
 import { NodeChild, postgresUrl, randomSchema } from "@once/support";
+import { createPostgresBackend, Queue } from "bullmq";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { KILL_TEST_BULLMQ, orderTransactionTool } from "../fixtures/order-transaction-tool.js";
 
 const WORKER = fileURLToPath(new URL("../fixtures/transactional-worker.ts", import.meta.url));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -60,18 +62,22 @@ function orderTool(schema: string, fail?: () => Error | undefined) {
   });
 }
 
-/** Resolves true at the child's next event of this type (not one it printed before), false after `timeoutMs`. */
-function nextEvent(child: NodeChild, type: string, timeoutMs: number): Promise<boolean> {
+/** The index of the first worker to print `in_transaction` from now on; undefined after `timeoutMs`. */
+function nextInside(workers: readonly NodeChild[], timeoutMs: number): Promise<number | undefined> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      off();
-      resolve(false);
-    }, timeoutMs);
-    const off = child.onEvent((event) => {
-      if (event.type !== type) return;
+    const offs: (() => void)[] = [];
+    const settle = (index: number | undefined) => {
       clearTimeout(timer);
-      off();
-      resolve(true);
+      for (const off of offs) off();
+      resolve(index);
+    };
+    const timer = setTimeout(() => settle(undefined), timeoutMs);
+    workers.forEach((worker, index) => {
+      offs.push(
+        worker.onEvent((event) => {
+          if (event.type === "in_transaction") settle(index);
+        }),
+      );
     });
   });
 }
@@ -139,86 +145,177 @@ describe("a transactional tool in one process", () => {
   });
 });
 
-describe("workers SIGKILLed mid-transaction", () => {
-  it("1,000 calls: every order exactly once, every record done, none unknown", {
-    timeout: 240_000,
-  }, async () => {
-    const CALLS = 1_000;
-    const WORKERS = 3;
-    const { schema } = await freshSchema("tx_kill");
-    const dir = mkdtempSync(path.join(os.tmpdir(), "once-tx-kill-"));
-    const killPhase = path.join(dir, "killing");
-    writeFileSync(killPhase, "");
-    const env = {
-      ...process.env,
-      POSTGRES_URL: postgresUrl(),
-      TX_SCHEMA: schema,
-      TX_CALLS: String(CALLS),
-      TX_KILL_PHASE_FILE: killPhase,
+interface KillRun {
+  kills: number;
+  rolledBack: number;
+  states: { state: string; n: string }[];
+  duplicates: unknown[];
+  orders: number;
+  credited: number;
+  outcomes: Map<string, number>;
+  errors: unknown[];
+}
+
+/**
+ * 1,000 calls of `create_order` by three worker processes; 40 times a worker is SIGKILLed right after its
+ * transaction wrote an order (the credit and the record's `done` not yet), and another starts in its place.
+ * `in-process`: each worker runs every call itself through InProcess. `bullmq`: OnceWorkers on BullMQ's
+ * PostgreSQL backend, fed by a Dispatcher here.
+ */
+async function killRun(mode: "in-process" | "bullmq", label: string): Promise<KillRun> {
+  const CALLS = 1_000;
+  const WORKERS = 3;
+  const { schema, store } = await freshSchema(label);
+  const bullSchema = `${schema}_bull`;
+  schemas.push(bullSchema);
+  const dir = mkdtempSync(path.join(os.tmpdir(), "once-tx-kill-"));
+  const killPhase = path.join(dir, "killing");
+  writeFileSync(killPhase, "");
+  const env = {
+    ...process.env,
+    POSTGRES_URL: postgresUrl(),
+    TX_MODE: mode,
+    TX_SCHEMA: schema,
+    TX_BULL_SCHEMA: bullSchema,
+    TX_QUEUE: "orders",
+    TX_CALLS: String(CALLS),
+    TX_KILL_PHASE_FILE: killPhase,
+    // Three BullMQ workers run 24 calls at once: a wider window keeps their calls going through 40 kills.
+    TX_KILL_WINDOW_MS: mode === "bullmq" ? "150,350" : "20,60",
+  };
+  const outcomes = new Map<string, number>();
+  const count = (outcome: string) => outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+  const errors: unknown[] = [];
+  const start = () =>
+    NodeChild.start({
+      script: WORKER,
+      nodeArgs: ["--import", "tsx"],
+      env,
+      onEvent: (event) => {
+        if (event.type === "call") count(String(event.outcome));
+        if (event.type === "error") errors.push(event);
+      },
+    });
+
+  // The BullMQ side: the queue (its schema migrated before any worker starts) and a Dispatcher on it.
+  let dispatched: Promise<unknown> = Promise.resolve();
+  let queue: DispatcherOptions["queue"] | undefined;
+  let dispatcher: Dispatcher | undefined;
+  if (mode === "bullmq") {
+    const connection = { connectionString: postgresUrl(), schema: bullSchema, migrate: true };
+    queue = new Queue("orders", { connection }, createPostgresBackend);
+    await queue.waitUntilReady();
+    const tool = orderTransactionTool({ schema, leaseMs: 1_000 });
+    dispatcher = await Dispatcher.create({
+      queue,
+      store,
+      tools: [tool],
+      timeoutMs: 10_000,
+      retries: 30,
+      jobOptions: {
+        attempts: KILL_TEST_BULLMQ.attempts,
+        backoff: { type: "fixed", delay: KILL_TEST_BULLMQ.backoffMs },
+        removeOnComplete: true,
+      },
+      worker: {
+        leaseMs: 1_000,
+        lockDurationMs: KILL_TEST_BULLMQ.lockDurationMs,
+        stalledIntervalMs: KILL_TEST_BULLMQ.stalledIntervalMs,
+      },
+    });
+    let next = 0;
+    const lane = async () => {
+      while (next < CALLS) {
+        const n = next++;
+        try {
+          const answer = await dispatcher?.call(
+            tool,
+            { n, account: n % 10 },
+            { taskId: `order-${n}`, stepId: "create" },
+          );
+          count(answer?.replayed ? "replayed" : "ran");
+        } catch (error) {
+          errors.push({ n, name: (error as Error).name, message: (error as Error).message });
+        }
+      }
     };
-    const outcomes = new Map<string, number>();
-    const errors: unknown[] = [];
-    const start = () =>
-      NodeChild.start({
-        script: WORKER,
-        nodeArgs: ["--import", "tsx"],
-        env,
-        onEvent: (event) => {
-          if (event.type === "call")
-            outcomes.set(String(event.outcome), (outcomes.get(String(event.outcome)) ?? 0) + 1);
-          if (event.type === "error") errors.push(event);
-        },
-      });
-    const workers = Array.from({ length: WORKERS }, start);
-    const done = async () =>
-      Number(
-        (await pool.query(`select count(*) as n from "${schema}".records where state = 'done'`)).rows[0].n,
-      );
-    let kills = 0;
-    const deadline = Date.now() + 200_000;
-    // 40 times: pick a worker, wait for it to be inside a transaction (its order written, its credit and its
-    // record's `done` not), SIGKILL it there and start another in its place. Then let them finish (the
-    // workers widen the window while the kill-phase file exists, so the calls outlast the kills).
+    dispatched = Promise.all(Array.from({ length: 50 }, lane));
+  }
+
+  const workers = Array.from({ length: WORKERS }, start);
+  const done = async () =>
+    Number(
+      (await pool.query(`select count(*) as n from "${schema}".records where state = 'done'`)).rows[0].n,
+    );
+  let kills = 0;
+  const deadline = Date.now() + 200_000;
+  try {
+    // 40 times: wait for a worker to be inside a transaction, SIGKILL it there and start another in its
+    // place. The workers widen that window while the kill-phase file exists, so the calls outlast the kills;
+    // then they finish.
     while (kills < 40 && Date.now() < deadline && (await done()) < CALLS) {
       await sleep(20 + Math.floor(Math.random() * 100));
-      const i = Math.floor(Math.random() * WORKERS);
-      const worker = workers[i] as NodeChild;
-      const inside = await nextEvent(worker, "in_transaction", 10_000);
-      if (!inside) continue;
-      await worker.kill("SIGKILL");
+      const i = await nextInside(workers, 10_000);
+      if (i === undefined) continue;
+      await (workers[i] as NodeChild).kill("SIGKILL");
       kills += 1;
       workers[i] = start();
     }
     rmSync(dir, { recursive: true, force: true });
+    await dispatched;
     while ((await done()) < CALLS && Date.now() < deadline) await sleep(200);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
     await Promise.all(workers.map((w) => w.stop()));
+    await dispatcher?.close();
+    await queue?.close();
+  }
 
-    const { rows: states } = await pool.query<{ state: string; n: string }>(
-      `select state, count(*) as n from "${schema}".records group by state order by state`,
-    );
-    const { rows: duplicates } = await pool.query(
-      `select call_key, count(*) from "${schema}".orders group by call_key having count(*) > 1`,
-    );
-    const { rows: seq } = await pool.query<{ max: string | null; n: string }>(
-      `select max(id) as max, count(*) as n from "${schema}".orders`,
-    );
-    const { rows: balance } = await pool.query<{ sum: string }>(
-      `select sum(balance) as sum from "${schema}".accounts`,
-    );
-    // Every insert that was rolled back (a kill mid-transaction, a lost fence) left a gap in the sequence.
-    const rolledBack = Number(seq[0]?.max ?? 0) - Number(seq[0]?.n ?? 0);
-    console.log(
-      `transactional kill test: ${CALLS} calls, ${WORKERS} workers, ${kills} SIGKILLs, ${rolledBack} order inserts rolled back, ` +
-        `records ${JSON.stringify(Object.fromEntries(states.map((r) => [r.state, Number(r.n)])))}, ` +
-        `call outcomes ${JSON.stringify(Object.fromEntries(outcomes))}, ${duplicates.length} duplicate orders`,
-    );
-    expect(kills).toBeGreaterThanOrEqual(20);
-    expect(states).toEqual([{ state: "done", n: String(CALLS) }]);
-    expect(duplicates).toEqual([]);
-    expect(Number(seq[0]?.n)).toBe(CALLS);
-    expect(Number(balance[0]?.sum)).toBe(CALLS);
-    expect(rolledBack).toBeGreaterThan(0);
-    expect(outcomes.get("reconciled") ?? 0).toBe(0);
-    expect(errors).toEqual([]);
-  });
+  const { rows: states } = await pool.query<{ state: string; n: string }>(
+    `select state, count(*) as n from "${schema}".records group by state order by state`,
+  );
+  const { rows: duplicates } = await pool.query(
+    `select call_key, count(*) from "${schema}".orders group by call_key having count(*) > 1`,
+  );
+  const { rows: seq } = await pool.query<{ max: string | null; n: string }>(
+    `select max(id) as max, count(*) as n from "${schema}".orders`,
+  );
+  const { rows: balance } = await pool.query<{ sum: string }>(
+    `select sum(balance) as sum from "${schema}".accounts`,
+  );
+  // Every insert that was rolled back (a kill mid-transaction, a lost fence) left a gap in the sequence.
+  const rolledBack = Number(seq[0]?.max ?? 0) - Number(seq[0]?.n ?? 0);
+  console.log(
+    `transactional kill test (${mode}): ${CALLS} calls, ${WORKERS} workers, ${kills} SIGKILLs, ${rolledBack} order inserts rolled back, ` +
+      `records ${JSON.stringify(Object.fromEntries(states.map((r) => [r.state, Number(r.n)])))}, ` +
+      `call outcomes ${JSON.stringify(Object.fromEntries(outcomes))}, ${duplicates.length} duplicate orders, ${errors.length} errors`,
+  );
+  return {
+    kills,
+    rolledBack,
+    states,
+    duplicates,
+    orders: Number(seq[0]?.n),
+    credited: Number(balance[0]?.sum),
+    outcomes,
+    errors,
+  };
+}
+
+describe("workers SIGKILLed mid-transaction", () => {
+  for (const mode of ["in-process", "bullmq"] as const) {
+    it(`${mode}: 1,000 calls, 40 SIGKILLs mid-transaction; every order exactly once, every record done, none unknown`, {
+      timeout: 240_000,
+    }, async () => {
+      const run = await killRun(mode, `tx_kill_${mode === "bullmq" ? "bull" : "inproc"}`);
+      expect(run.kills).toBeGreaterThanOrEqual(20);
+      expect(run.states).toEqual([{ state: "done", n: "1000" }]);
+      expect(run.duplicates).toEqual([]);
+      expect(run.orders).toBe(1_000);
+      expect(run.credited).toBe(1_000);
+      expect(run.rolledBack).toBeGreaterThan(0);
+      expect(run.outcomes.get("reconciled") ?? 0).toBe(0);
+      expect(run.errors).toEqual([]);
+    });
+  }
 });
