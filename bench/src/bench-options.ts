@@ -10,6 +10,7 @@ export const SECTIONS = [
   "scaling",
   "agent",
   "durability",
+  "postgres",
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 
@@ -49,6 +50,8 @@ const USAGE = `usage: node bench/dist/main.js [--json PATH] [--only SECTION,…]
 sections: ${SECTIONS.join(", ")}
 By default a throwaway redis-server (REDIS_SERVER_BIN, else redis-server on PATH) is started on a free port
 and stopped at the end; --redis-url uses an existing Redis instead (unique prefixes, cleaned up afterwards).
+postgres: PostgresStore beside RedisStore, and BullMQ on its PostgreSQL backend raw vs once, on POSTGRES_URL,
+else 127.0.0.1:5432 (user postgres, no password), else a throwaway server (initdb, pg_ctl) for the run.
 --baseline DIR: DIR (inside bench/) holds redis/, bullmq/ and node_modules/@once/core/ built from an earlier
 commit; docs/performance.md has the commands.`;
 

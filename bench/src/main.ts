@@ -12,6 +12,7 @@ import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
 import { compareDurability } from "./durability.js";
 import { compareClaimLatency } from "./latency.js";
 import { measureMemory } from "./memory.js";
+import { comparePostgres } from "./postgres.js";
 import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
 import { type Results, toJson, toTable } from "./report.js";
 import { countRoundTrips } from "./round-trips.js";
@@ -153,6 +154,15 @@ async function main(): Promise<void> {
         concurrency: [1, 50],
         rounds: options.storeRounds,
         roundMs: options.storeRoundMs,
+      });
+    }
+
+    if (want("postgres")) {
+      results.postgres = await comparePostgres(ctx, {
+        rounds: options.rounds,
+        storeRounds: options.storeRounds,
+        roundMs: options.storeRoundMs,
+        jobs: options.jobs,
       });
     }
 

@@ -2,6 +2,7 @@ import type { AgentTurnFigures } from "./agent-turns.js";
 import type { DurabilityFigures } from "./durability.js";
 import type { LatencyFigures } from "./latency.js";
 import type { MemoryFigures } from "./memory.js";
+import type { PostgresFigures } from "./postgres.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
 import type { StoreComparison } from "./store-bench.js";
@@ -20,6 +21,7 @@ export interface Results {
   scaling?: { resultSize: StoreComparison[]; concurrency: StoreComparison[]; workers: WorkerComparison[] };
   agent?: AgentTurnFigures[];
   durability?: DurabilityFigures[];
+  postgres?: PostgresFigures;
 }
 
 /** Median over rounds of a / b within each round. */
@@ -179,6 +181,36 @@ export function toJson(results: Results): Record<string, unknown> {
         },
       ]),
     );
+  }
+  if (results.postgres) {
+    const p = results.postgres;
+    json.postgres = {
+      server: p.server,
+      source: p.source,
+      store: Object.fromEntries(
+        p.store.map((s) => [
+          `c${s.concurrency}`,
+          {
+            cyclesPerSec: mapValues(s.cyclesPerSec, (v) => round(v)),
+            replaysPerSec: mapValues(s.replaysPerSec, (v) => round(v)),
+            postgresToRedisCycles: round(roundRatio(s.cycleRounds.PostgresStore, s.cycleRounds.RedisStore)),
+            postgresToRedisReplays: round(
+              roundRatio(s.replayRounds.PostgresStore, s.replayRounds.RedisStore),
+            ),
+          },
+        ]),
+      ),
+      workers: {
+        concurrency: p.workers.concurrency,
+        jobs: p.workers.jobs,
+        note: "BullMQ on its PostgreSQL backend; ratioToRaw: median over rounds of side/raw in the same round",
+        sides: mapValues(p.workers.sides, (side) => ({
+          jobsPerSec: round(side.jobsPerSec),
+          ratioToRaw: round(side.ratioToRaw),
+          rounds: side.rounds.map((r) => round(r)),
+        })),
+      },
+    };
   }
   if (results.durability) {
     json.durability = Object.fromEntries(results.durability.map((d) => [`c${d.concurrency}`, d.sides]));
@@ -456,5 +488,45 @@ export function toTable(results: Results): string {
       ),
     );
   }
+  if (results.postgres) {
+    const p = results.postgres;
+    out.push("", `PostgreSQL ${p.server} (${p.source}): PostgresStore beside RedisStore, ops/s`);
+    out.push(
+      table(
+        [
+          "concurrency",
+          "RedisStore cycles",
+          "PostgresStore cycles",
+          "RedisStore replays",
+          "PostgresStore replays",
+        ],
+        p.store.map((s) => [
+          String(s.concurrency),
+          n0(s.cyclesPerSec.RedisStore ?? Number.NaN),
+          n0(s.cyclesPerSec.PostgresStore ?? Number.NaN),
+          n0(s.replaysPerSec.RedisStore ?? Number.NaN),
+          n0(s.replaysPerSec.PostgresStore ?? Number.NaN),
+        ]),
+      ),
+    );
+    out.push(
+      "",
+      `BullMQ on PostgreSQL, ${p.workers.jobs} no-op jobs, concurrency ${p.workers.concurrency}: jobs/s (× raw)`,
+    );
+    out.push(
+      table(
+        ["side", "jobs/s", "× raw"],
+        Object.entries(p.workers.sides).map(([name, side]) => [
+          name,
+          n0(side.jobsPerSec),
+          n2(side.ratioToRaw),
+        ]),
+      ),
+    );
+  }
   return out.join("\n");
+}
+
+function mapValues<T, U>(record: Record<string, T>, f: (value: T) => U): Record<string, U> {
+  return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, f(v)]));
 }

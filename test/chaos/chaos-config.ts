@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { chaosStoreLocation } from "./chaos-store.js";
 import { redisTarget } from "./redis-target.js";
 
 /** The timings every run uses. Aggressive on purpose: the dispatcher gives up on a wait after 150 ms. */
@@ -36,6 +37,8 @@ export const chaosWorkerConfig = z.object({
   queueName: z.string(),
   queuePrefix: z.string(),
   storePrefix: z.string(),
+  /** Where the records are: the run's Redis (under storePrefix), or its PostgreSQL. */
+  store: chaosStoreLocation,
   paymentsUrl: z.string(),
   leaseMs: z.number().int().positive(),
   lockDurationMs: z.number().int().positive(),
@@ -59,6 +62,7 @@ export const chaosOrchestratorConfig = z.object({
   queueName: z.string(),
   queuePrefix: z.string(),
   storePrefix: z.string(),
+  store: chaosStoreLocation,
   /** Written before the first dispatch; a restarted orchestrator reads it back. */
   planFile: z.string(),
   /** One JSON line per settled call, appended as calls settle. */

@@ -17,10 +17,10 @@ import {
   OutcomeUnknownError,
   ReplayedFailureError,
 } from "@once/core";
-import { RedisStore } from "@once/redis";
 import { Queue } from "bullmq";
 import { CHAOS_ORCHESTRATOR_CONFIG_ENV, chaosOrchestratorConfig } from "./chaos-config.js";
 import { loadOrWritePlan, type PlannedCall, readProgress, type SettledCall } from "./chaos-plan.js";
+import { openChaosStore } from "./chaos-store.js";
 import { chaosTools, RECONCILING_TOOLS } from "./chaos-tools.js";
 import { connectRedis } from "./redis-target.js";
 
@@ -61,8 +61,8 @@ async function retrying<T>(what: string, make: () => Promise<T>): Promise<T> {
 }
 
 // The dispatcher only reads records (the workers write them): its store needs no durability.
-const store = await retrying("store", () =>
-  RedisStore.create({ redis, prefix: config.storePrefix, timeoutMs: 2_000 }),
+const { store } = await retrying("store", () =>
+  openChaosStore(config.store, { redis, prefix: config.storePrefix, timeoutMs: 2_000, poolSize: 8 }),
 );
 // The orchestrator never runs a tool: the URL only satisfies the declarations.
 const tools = chaosTools({ paymentsUrl: "http://127.0.0.1:9" });

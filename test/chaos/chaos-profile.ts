@@ -100,16 +100,18 @@ export function verdict(report: ChaosReport, profile: ChaosProfile): string[] {
     ["freeze-worker", profile.faults.freezes],
     ["cut-connections", profile.faults.cuts],
     ["kill-orchestrator", Math.min(1, profile.faults.orchestratorKills)],
-    ["kill-redis", profile.faults.redisKills],
+    [report.store === "postgres" ? "restart-postgres" : "kill-redis", profile.faults.redisKills],
     ["kill-primary", profile.faults.primaryKills],
   ];
   for (const [kind, n] of want)
     expect((counts[kind] ?? 0) >= n, `${kind}: ${counts[kind] ?? 0} executed, want ≥ ${n}`);
   for (const loss of report.redisLosses) {
     const setting =
-      loss.kind === "kill-primary"
-        ? `a failover with durability replicas ${report.durabilityReplicas}`
-        : `appendfsync ${report.fsync}: a Redis kill`;
+      loss.server === "postgres"
+        ? "a restart of the store's PostgreSQL"
+        : loss.kind === "kill-primary"
+          ? `a failover with durability replicas ${report.durabilityReplicas}`
+          : `appendfsync ${report.fsync}: a Redis kill`;
     expect(loss.lostKeys.length === 0, `${setting} lost transitions of ${loss.lostKeys.length} keys`);
   }
   expect(

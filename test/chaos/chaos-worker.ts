@@ -8,9 +8,9 @@
 
 import { createCallProcessor } from "@once/bullmq";
 import { LeaseLostError } from "@once/core";
-import { RedisStore } from "@once/redis";
 import { type Job, Worker } from "bullmq";
 import { CHAOS_WORKER_CONFIG_ENV, chaosWorkerConfig } from "./chaos-config.js";
+import { openChaosStore } from "./chaos-store.js";
 import { chaosTools } from "./chaos-tools.js";
 import { connectRedis } from "./redis-target.js";
 import { reportingStore } from "./reporting-store.js";
@@ -33,24 +33,26 @@ const bullRedis = connectRedis(config.redis, { maxRetriesPerRequest: null });
 const storeRedis = connectRedis(config.redis, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
 for (const client of [bullRedis, storeRedis]) client.on("error", () => {});
 
-// Started while Redis may be restarting, or a new primary may have no replica yet (durability refuses to
-// start without one): keep trying.
-let redisStore: RedisStore | undefined;
-while (redisStore === undefined) {
+// Started while Redis (or the store's PostgreSQL) may be restarting, or a new primary may have no replica yet
+// (durability refuses to start without one): keep trying.
+let opened: Awaited<ReturnType<typeof openChaosStore>> | undefined;
+while (opened === undefined) {
   try {
-    redisStore = await RedisStore.create({
+    opened = await openChaosStore(config.store, {
       redis: storeRedis,
       prefix: config.storePrefix,
       timeoutMs: config.storeTimeoutMs,
       ...(config.durability === undefined ? {} : { durability: config.durability }),
+      poolSize: config.concurrency + 2,
     });
   } catch (error) {
     emit("store-retry", { error: String(error) });
     await sleep(250);
   }
 }
+const storeOpened = opened;
 
-const store = reportingStore(redisStore, (entry) => emit("s", entry));
+const store = reportingStore(storeOpened.store, (entry) => emit("s", entry));
 const tools = chaosTools({
   paymentsUrl: config.paymentsUrl,
   transport: config.transport,
@@ -110,6 +112,7 @@ async function shutdown(): Promise<void> {
   await Promise.race([worker.close(true), sleep(3_000)]).catch(() => {});
   bullRedis.disconnect();
   storeRedis.disconnect();
+  await Promise.race([storeOpened.close(), sleep(1_000)]).catch(() => {});
   emit("closed");
   process.exit(0);
 }

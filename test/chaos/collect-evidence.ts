@@ -7,6 +7,7 @@ import { type Charge, type Email, PaymentsClient, type Ticket } from "@once/paym
 import type { ChaosChild } from "./chaos-child.js";
 import type { ChaosFleet, WorkerEvent } from "./chaos-fleet.js";
 import { type ChaosPlan, readProgress, type SettledCall } from "./chaos-plan.js";
+import { snapshotPostgresRecords } from "./chaos-store.js";
 import type { ChaosWorld } from "./chaos-world.js";
 import { GRANTS } from "./reporting-store.js";
 import type { RoleChange } from "./role-watch.js";
@@ -69,7 +70,9 @@ export async function collectEvidence(world: ChaosWorld, fleet: ChaosFleet): Pro
     list.push(effect);
     effectsByOrder.set(effect.orderId, list);
   }
-  const records = await snapshotRecords(await world.redis.masters(), world.storePrefix, true);
+  const records = world.postgres
+    ? await snapshotPostgresRecords(world.postgres.server.url, world.postgres.schema, true)
+    : await snapshotRecords(await world.redis.masters(), world.storePrefix, true);
 
   const workerEvents = fleet.workerEvents();
   const grantsByKey = new Map<string, Grant[]>();

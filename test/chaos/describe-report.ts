@@ -21,7 +21,7 @@ export function summaryLine(report: ChaosReport): string {
       : `chaos[${report.fsync}]`;
   const lostRecords = report.redisLosses.reduce((sum, loss) => sum + loss.lostKeys.length, 0);
   return (
-    `${label}: seed=${report.seed}${failover ? ` durability=${durabilityName(report)}` : ""} ` +
+    `${label}: ${report.store === "postgres" ? "store=postgres " : ""}seed=${report.seed}${failover ? ` durability=${durabilityName(report)}` : ""} ` +
     `calls=${report.calls} faults=${faults} duplicates=${report.duplicates} lost=${report.lost}` +
     `${failover ? ` lost_records=${lostRecords}` : ""} unknown=${report.unknown} reconciled=${report.reconciled} ` +
     `fence_rejected=${report.fenceRejected}`
@@ -32,7 +32,7 @@ export function summaryLine(report: ChaosReport): string {
 export function describeReport(report: ChaosReport): string[] {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
   const lines = [
-    `chaos report (seed ${report.seed}, ${report.topology === "standalone" ? "" : `failover:${report.topology}, durability ${durabilityName(report)}, `}appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
+    `chaos report (seed ${report.seed}, store ${report.store === "postgres" ? "PostgreSQL (queue on Redis)" : "Redis"}, ${report.topology === "standalone" ? "" : `failover:${report.topology}, durability ${durabilityName(report)}, `}appendfsync ${report.fsync}, transport ${report.transport}, ${report.calls} calls, ${(report.durationMs / 1000).toFixed(0)} s)`,
     `  faults: ${Object.entries(report.faultCounts)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(", ")}`,
@@ -66,6 +66,13 @@ export function describeReport(report: ChaosReport): string[] {
         : loss.emulatedCrashDroppedMs
           ? ` (emulated OS crash: last ${loss.emulatedCrashDroppedMs} ms of AOF, ${loss.droppedBytes} bytes, dropped)`
           : " (SIGKILL)";
+    if (loss.server === "postgres") {
+      lines.push(
+        `  PostgreSQL restart (stop -m immediate) at +${(loss.at / 1000).toFixed(1)} s: down ${loss.downMs} ms; ` +
+          `${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,
+      );
+      continue;
+    }
     lines.push(
       `  Redis kill at +${(loss.at / 1000).toFixed(1)} s${what}: ` +
         `down ${loss.downMs} ms; ${loss.acked} acknowledged transitions checked; ${loss.lostKeys.length} keys lost one (${loss.goneKeys} records gone)`,

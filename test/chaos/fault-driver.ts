@@ -10,6 +10,7 @@ import { readProgress } from "./chaos-plan.js";
 import type { RedisKill } from "./chaos-redis.js";
 import type { ChaosWorld } from "./chaos-world.js";
 import type { Fault } from "./fault-schedule.js";
+import { restartPostgres } from "./postgres-loss.js";
 import { killRedis, type RedisLoss } from "./redis-loss.js";
 
 export interface ExecutedFault {
@@ -75,14 +76,25 @@ class FaultDriver {
       case "freeze-worker":
         return this.#freezeWorker(fault);
       case "cut-connections": {
-        const severed = this.#target.world.workerProxies.cut();
-        return this.#note(fault, `cut ${severed} worker connections to Redis`);
+        const { world } = this.#target;
+        const severed = world.workerProxies.cut();
+        if (!world.postgres) return this.#note(fault, `cut ${severed} worker connections to Redis`);
+        const toPostgres = world.postgres.workerProxy.cut();
+        return this.#note(
+          fault,
+          `cut ${severed} worker connections to Redis and ${toPostgres} to the store's PostgreSQL`,
+        );
       }
       case "kill-orchestrator":
         return this.#killOrchestrator(fault);
       case "kill-redis":
       case "kill-primary": {
         const run = this.#redisBusy.then(() => this.#killRedis(fault));
+        this.#redisBusy = run.catch(() => {});
+        return run;
+      }
+      case "restart-postgres": {
+        const run = this.#redisBusy.then(() => this.#restartPostgres(fault));
         this.#redisBusy = run.catch(() => {});
         return run;
       }
@@ -171,6 +183,17 @@ class FaultDriver {
     for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
       if (this.#pickWorker(0) !== undefined) return;
     }
+  }
+
+  async #restartPostgres(fault: Extract<Fault, { kind: "restart-postgres" }>): Promise<void> {
+    const { world, fleet, t0 } = this.#target;
+    const loss = await restartPostgres(world, fleet.children, t0);
+    this.done.redisLosses.push(loss);
+    this.#note(
+      fault,
+      `pg_ctl stop -m immediate and start, down ${loss.downMs} ms, ${loss.recordsAfter} records after (${loss.recordsBefore} before), ` +
+        `${loss.lostKeys.length} keys lost an acknowledged transition (${loss.goneKeys} gone)`,
+    );
   }
 
   /** The slot of a running worker, not frozen nor about to be: `preferred` if it can, else the next one. */

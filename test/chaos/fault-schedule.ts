@@ -22,7 +22,9 @@ export type Fault =
    * alone loses nothing a replica was sent (the kernel still delivers it), while a primary that dies with
    * its replicas behind — a slow link, a replica busy — loses what they had not received.
    */
-  | { at: number; kind: "kill-primary"; pick: number; lagMs?: number };
+  | { at: number; kind: "kill-primary"; pick: number; lagMs?: number }
+  /** Store `postgres`: the store's PostgreSQL server crashes (pg_ctl stop -m immediate) and starts again. */
+  | { at: number; kind: "restart-postgres" };
 
 export interface FaultPlan {
   workerKills: number;
@@ -36,6 +38,8 @@ export interface FaultPlan {
   primaryKills: number;
   /** How far behind its replicas each killed primary is (`lagMs` of its kill); 0 for none. */
   replicationLagMs: number;
+  /** Where the records are: with `postgres`, the Redis kills are restarts of the store's PostgreSQL instead. */
+  store?: "redis" | "postgres";
 }
 
 export interface ScheduleOptions extends FaultPlan {
@@ -82,7 +86,8 @@ export function makeSchedule(seed: number, options: ScheduleOptions): Fault[] {
   for (const at of spread(options.orchestratorKills, 0.15, 0.85)) {
     faults.push({ at, kind: "kill-orchestrator", restartAfterMs: random.int(200, 2_000) });
   }
-  for (const at of spread(options.redisKills, 0.3, 0.6)) faults.push({ at, kind: "kill-redis" });
+  const serverFault = options.store === "postgres" ? "restart-postgres" : "kill-redis";
+  for (const at of spread(options.redisKills, 0.3, 0.6)) faults.push({ at, kind: serverFault });
   if (options.emulatedCrash) faults.push({ at: within(0.65, 0.8), kind: "kill-redis", dropLastMs: 1_000 });
   // Drawn last, so that the runs without failovers keep the schedules their seeds always gave.
   for (const at of spread(options.primaryKills, 0.15, 0.85)) {

@@ -23,6 +23,7 @@ export interface ChaosReport {
   topology: ChaosTopology;
   /** The workers' RedisStore durability: replicas that confirm each transition, 0 for none. */
   durabilityReplicas: number;
+  store: "redis" | "postgres";
   calls: number;
   durationMs: number;
   faults: ExecutedFault[];
@@ -111,6 +112,8 @@ export interface RunFacts {
   fsync: "always" | "everysec";
   topology: ChaosTopology;
   durabilityReplicas: number;
+  /** Where the records were. */
+  store: "redis" | "postgres";
   /** When the orchestrator came up: the report's times count from it. */
   t0: number;
   /** From t0 to the end of the drain. */
@@ -133,6 +136,7 @@ export function judgeRun(run: RunFacts, evidence: Evidence, faults: FaultLog): C
     fsync: run.fsync,
     topology: run.topology,
     durabilityReplicas: run.durabilityReplicas,
+    store: run.store,
     calls: plan.calls.length,
     durationMs: run.durationMs,
     faults: faults.executed,

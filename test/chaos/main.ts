@@ -1,7 +1,9 @@
 // `pnpm test:chaos` (long, on demand): `node --import tsx chaos/main.ts [--seed N] [--short] [--calls N]
-// [--rate N] [--fsync always|everysec|both] [--transport guarded|fetch]
-// [--failover sentinel|cluster [--durability off|replicas|both] [--replicas N]]`. The seed also comes
-// from CHAOS_SEED;
+// [--rate N] [--fsync always|everysec|both] [--transport guarded|fetch] [--store redis|postgres]
+// [--failover sentinel|cluster [--durability off|replicas|both] [--replicas N]]`. With `--store postgres`
+// once's records are on a PostgreSQL server the run starts for itself (initdb, pg_ctl on a free port), the
+// queue stays on Redis, and the Redis kill becomes a crash-restart of that server; it does not combine with
+// `--failover`. The seed also comes from CHAOS_SEED;
 // without one a fresh seed is drawn and printed, and passing it back reruns the same plan and fault schedule.
 //
 // On one Redis (the default), prints the figures of each run and ends with the summary line of the
@@ -37,13 +39,20 @@ const { values } = parseArgs({
     failover: { type: "string" },
     durability: { type: "string", default: "both" },
     replicas: { type: "string" },
+    store: { type: "string", default: "redis" },
   },
 });
 const transport = values.transport as "guarded" | "fetch";
+const store = values.store as "redis" | "postgres";
+if (store !== "redis" && store !== "postgres") throw new Error("--store must be redis or postgres");
 if (transport !== "guarded" && transport !== "fetch") throw new Error("--transport must be guarded or fetch");
 const failover = values.failover;
 if (failover !== undefined && failover !== "sentinel" && failover !== "cluster")
   throw new Error("--failover must be sentinel or cluster");
+if (failover !== undefined && store === "postgres")
+  throw new Error(
+    "--store postgres and --failover do not combine: a failover run measures what a replicated Redis keeps of the records, and with --store postgres they are not on Redis",
+  );
 if (!["off", "replicas", "both"].includes(values.durability))
   throw new Error("--durability must be off, replicas or both");
 const seedText = values.seed ?? process.env.CHAOS_SEED;
@@ -79,9 +88,12 @@ const variants: Variant[] = failover
         emulatedCrash: false,
       }),
     )
-  : (values.fsync === "both"
-      ? (["always", "everysec"] as const)
-      : [values.fsync as "always" | "everysec"]
+  : // With the store on PostgreSQL, Redis holds only the queue: its everysec run measures nothing about records.
+    (store === "postgres"
+      ? (["always"] as const)
+      : values.fsync === "both"
+        ? (["always", "everysec"] as const)
+        : [values.fsync as "always" | "everysec"]
     ).map((fsync) => ({
       topology: "standalone",
       fsync,
@@ -102,6 +114,7 @@ for (const variant of variants) {
     seed,
     transport,
     topology: variant.topology,
+    store,
     fsync: variant.fsync,
     durabilityReplicas: variant.durabilityReplicas,
     calls: profile.calls,
@@ -122,6 +135,7 @@ for (const variant of variants) {
 for (const line of measuredLines) process.stdout.write(`${line}\n`);
 const rerun = [
   `--seed ${seed}`,
+  ...(store === "postgres" ? ["--store postgres"] : []),
   ...(failover ? [`--failover ${failover}`] : []),
   ...(failover && values.durability !== "both" ? [`--durability ${values.durability}`] : []),
   ...(values.replicas === undefined ? [] : [`--replicas ${values.replicas}`]),

@@ -11,8 +11,10 @@ import { type RecordState, snapshotRecords } from "./store-records.js";
 
 /** What one Redis kill cost: acknowledged transitions Redis no longer had once it served again. */
 export interface RedisLoss {
+  /** Which server was killed: the run's Redis (default), or the store's PostgreSQL. */
+  server?: "redis" | "postgres";
   at: number;
-  kind: RedisKill["kind"];
+  kind: RedisKill["kind"] | "restart-postgres";
   emulatedCrashDroppedMs?: number;
   /** The node killed, and the one that served its data after (itself restarted, or a promoted replica). */
   killed: string;
@@ -96,8 +98,8 @@ const ACK_RANK: Record<string, number> = {
   giveUp: 3,
 };
 
-/** Transitions the workers saw acknowledged before `killAt` that Redis, restarted, no longer holds. */
-function compareWithAcks(
+/** Transitions the workers saw acknowledged before `killAt` that the store, restarted, no longer holds. */
+export function compareWithAcks(
   children: readonly ChaosChild[],
   snapshot: Map<string, RecordState>,
   killAt: number,

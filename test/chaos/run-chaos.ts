@@ -32,6 +32,8 @@ export interface ChaosOptions {
    * none (the default).
    */
   durabilityReplicas?: number | "all";
+  /** Where once's records are: the run's Redis (default), or a PostgreSQL server of the run's own. */
+  store?: "redis" | "postgres";
   /** Calls the orchestrator starts per second. */
   rate: number;
   faults: FaultPlan;
@@ -46,6 +48,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const { seed, calls, fsync, rate } = options;
   const transport = options.transport ?? "guarded";
   const topology = options.topology ?? "standalone";
+  const store = options.store ?? "redis";
+  if (store === "postgres" && topology !== "standalone")
+    throw new Error(
+      `store postgres runs on one Redis: a failover (${topology}) measures what a replicated Redis keeps of the records, and they are not on Redis then`,
+    );
   const T = CHAOS_TIMING;
   const replicas =
     options.durabilityReplicas === "all" ? REPLICAS_PER_PRIMARY[topology] : (options.durabilityReplicas ?? 0);
@@ -53,6 +60,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const dispatchMs = Math.round((calls / rate) * 1_000);
   const schedule = makeSchedule(seed, {
     ...options.faults,
+    store,
     durationMs: dispatchMs,
     workers: T.workers,
     freezeMinMs: T.freezeMinMs,
@@ -63,13 +71,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ? `fsync=${fsync}`
       : `failover:${topology} durability=${durability ? `replicas:${durability.replicas}` : "off"}`;
   log(
-    `chaos: seed=${seed} calls=${calls} ${mode} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
+    `chaos: seed=${seed} calls=${calls} ${store === "postgres" ? "store=postgres " : ""}${mode} transport=${transport} rate=${rate}/s — ${schedule.length} faults over ~${Math.round(dispatchMs / 1000)} s`,
   );
 
   const started = Date.now();
   let world: ChaosWorld | undefined;
   try {
-    world = await startWorld({ seed, topology, fsync });
+    world = await startWorld({ seed, topology, fsync, store });
     const fleet = await ChaosFleet.start(world, { seed, calls, rate, transport, durability });
     const t0 = Date.now();
     log(`chaos: ${T.workers} workers and the orchestrator are up; plan written to ${world.planFile}`);
@@ -85,7 +93,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const evidence = await collectEvidence(world, fleet);
     const durabilityReplicas = durability?.replicas ?? 0;
     return judgeRun(
-      { seed, transport, fsync, topology, durabilityReplicas, t0, durationMs },
+      { seed, transport, fsync, topology, store, durabilityReplicas, t0, durationMs },
       evidence,
       faults,
     );

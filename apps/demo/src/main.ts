@@ -1,5 +1,5 @@
 // `pnpm demo [-- --agent --tasks 200 --workers 2 --timeout-ms 250 --kill|--no-kill --mode both|naive|once
-//   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000]`
+//   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000 --backend redis|postgres]`
 // Runs the same order workload naive (a fresh key per retry, the article's WRONG example) and with once,
 // each with its own payments provider, workers, queue and keys, then prints them side by side.
 // `pnpm demo -- --agent […]` runs the AI SDK's agent loop instead, naive vs once (see agent/agent-demo.ts).
@@ -9,6 +9,7 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/trace-receiver";
 import { agentDemo } from "./agent/agent-demo.js";
+import { findPostgres } from "./find-postgres.js";
 import { findRedis, NoRedisError } from "./find-redis.js";
 import { formatComparison } from "./format-comparison.js";
 import type { ModeFigures } from "./mode-figures.js";
@@ -34,6 +35,8 @@ const USAGE = `usage: pnpm demo [-- options]
   --concurrency N    tasks in flight at once (default 25; 20 with --agent)
   --seed N           seed of the provider's latency (default random)
   --p50 N --p99 N    the provider's latency quantiles in ms (default 50 and 2000)
+  --backend B        redis (default) | postgres: the queue on BullMQ's PostgreSQL backend and the
+                     store a PostgresStore (POSTGRES_URL, else 127.0.0.1:5432, else a throwaway server)
 Tracing to Jaeger instead: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 pnpm demo`;
 
 function usage(message: string): never {
@@ -63,6 +66,7 @@ function parseCommandLine() {
         seed: { type: "string" },
         p50: { type: "string", default: "50" },
         p99: { type: "string", default: "2000" },
+        backend: { type: "string", default: "redis" },
         help: { type: "boolean", short: "h", default: false },
       },
     }).values;
@@ -90,6 +94,11 @@ const modes: readonly ("naive" | "once")[] =
     : usage(`--mode must be both, naive or once, got '${args.mode}'`);
 if (args.agent && (args.workers !== undefined || args.trace))
   usage("--workers and --trace are for the queue demo: the agent demo has no workers, and no tracing");
+if (args.backend !== "redis" && args.backend !== "postgres")
+  usage(`--backend must be redis or postgres, got '${args.backend}'`);
+if (args.agent && args.backend !== "redis")
+  usage("--backend postgres is for the queue demo: the agent demo runs on Redis only");
+const backend: "redis" | "postgres" = args.backend;
 const settings = {
   tasks: integer("tasks", args.tasks ?? (args.agent ? "100" : "200")),
   workers: integer("workers", args.workers ?? "2"),
@@ -112,11 +121,25 @@ process.once("SIGINT", () => {
 
 let exitCode = 0;
 let receiver: OtlpReceiver | undefined;
-const redis = await findRedis().catch((error: unknown) => {
-  process.stderr.write(`demo: ${error instanceof NoRedisError ? error.message : String(error)}\n`);
-  process.exit(2);
-});
+// The Redis backend needs a Redis; the PostgreSQL backend needs nothing else.
+const redis =
+  backend === "redis"
+    ? await findRedis().catch((error: unknown) => {
+        process.stderr.write(`demo: ${error instanceof NoRedisError ? error.message : String(error)}\n`);
+        process.exit(2);
+      })
+    : undefined;
+const postgres =
+  backend === "postgres"
+    ? await findPostgres().catch((error: unknown) => {
+        process.stderr.write(
+          `demo: no PostgreSQL: ${error instanceof Error ? error.message : String(error)}\n`,
+        );
+        process.exit(2);
+      })
+    : undefined;
 if (args.agent) {
+  if (!redis) throw new Error("the agent demo needs Redis");
   try {
     exitCode = await agentDemo({
       modes,
@@ -168,7 +191,9 @@ try {
       `  ${settings.tasks} tasks per mode (read order → charge → email → set status), ${settings.concurrency} at a time`,
       `  ${settings.workers} worker processes${args.kill ? ", worker 1 SIGKILLed and restarted a third of the way through" : ""}`,
       `  orchestrator waits ${settings.timeoutMs} ms for a call, then re-sends it (waits doubling to ${8 * settings.timeoutMs} ms); provider latency p50 ${settings.latency.p50Ms} ms, p99 ${settings.latency.p99Ms} ms (seed ${settings.seed})`,
-      `  Redis: ${redis.url} (${redis.source}); tracing: ${tracingNote}`,
+      redis
+        ? `  Redis: ${redis.url} (${redis.source}); tracing: ${tracingNote}`
+        : `  PostgreSQL: ${postgres?.url} (${postgres?.source}): queue on BullMQ's PostgreSQL backend, store a PostgresStore; tracing: ${tracingNote}`,
       "",
     ].join("\n"),
   );
@@ -181,7 +206,9 @@ try {
     try {
       const run = await runMode({
         mode,
-        redisUrl: redis.url,
+        backend,
+        redisUrl: redis?.url ?? "",
+        ...(postgres ? { postgresUrl: postgres.url } : {}),
         runId,
         tasks: settings.tasks,
         workers: settings.workers,
@@ -264,6 +291,7 @@ try {
   exitCode = error instanceof InterruptedError ? 130 : 2;
 } finally {
   await receiver?.close();
-  await redis.stop();
+  await redis?.stop();
+  await postgres?.stop();
 }
 process.exit(exitCode);

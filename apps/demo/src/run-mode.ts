@@ -1,19 +1,31 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { OnceStore } from "@once/core";
 import { ORCHESTRATOR_MAIN, type OrchestratorFigures } from "@once/orchestrator";
-import { keyLayout, RedisCounters } from "@once/order-agent";
+import {
+  keyLayout,
+  PostgresCounters,
+  postgresLayout,
+  preparePostgresDeployment,
+  RedisCounters,
+} from "@once/order-agent";
 import { startPaymentsServer } from "@once/payments";
+import { PostgresStore } from "@once/postgres";
 import { RedisStore } from "@once/redis";
 import { cleanupPrefix, NodeChild } from "@once/support";
 import { WORKER_MAIN } from "@once/worker";
-import { Queue, QueueEvents } from "bullmq";
+import { createPostgresBackend, Queue, QueueEvents } from "bullmq";
 import { Redis } from "ioredis";
+import pg from "pg";
 import type { ModeFigures } from "./mode-figures.js";
 
 export interface ModeOptions {
   mode: "naive" | "once";
+  /** Where the queue and the store are: Redis (`redisUrl`), or PostgreSQL (`postgresUrl`) for both. */
+  backend: "redis" | "postgres";
   redisUrl: string;
+  postgresUrl?: string;
   /** Random per run: names the keys, queue and tasks of this run. */
   runId: string;
   tasks: number;
@@ -62,16 +74,14 @@ export interface ModeRun {
 /** Runs one mode end to end (payments, workers, orchestrator, kill), measures it, cleans up its keys. */
 export async function runMode(options: ModeOptions): Promise<ModeRun> {
   const { mode, report } = options;
-  const layout = keyLayout(`once-demo:${options.runId}:${mode}:`);
   const queueName = `demo-${options.runId}-${mode}`;
   const workDir = mkdtempSync(path.join(os.tmpdir(), `once-demo-${mode}-`));
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
-  await redis.connect();
   const payments = await startPaymentsServer({ latency: options.latency, seed: options.seed });
-  const queue = new Queue(queueName, { connection: redis, prefix: layout.bull });
-  // QueueEvents blocks its connection, so it gets one of its own (closed below: BullMQ never closes it).
-  const eventsConnection = redis.duplicate();
-  const events = new QueueEvents(queueName, { connection: eventsConnection, prefix: layout.bull });
+  const place =
+    options.backend === "postgres"
+      ? await postgresPlace(options.postgresUrl ?? "", `once_demo_${options.runId}_${mode}`, queueName)
+      : await redisPlace(options.redisUrl, `once-demo:${options.runId}:${mode}:`, queueName);
+  const { queue, events } = place;
   let duplicatedSends = 0;
   events.on("duplicated", () => duplicatedSends++);
   const workers: NodeChild[] = [];
@@ -86,7 +96,7 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
     "--retention-ms",
     RETENTION_MS,
   ].map(String);
-  const common = ["--redis-url", options.redisUrl, "--queue", queueName, "--prefix", layout.root, ...timing];
+  const common = ["--queue", queueName, ...place.args, ...timing];
 
   const startWorker = async (slot: number) => {
     const worker = NodeChild.start({
@@ -107,7 +117,6 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
   };
 
   try {
-    await events.waitUntilReady();
     report({ type: "phase", mode, text: `starting ${options.workers} workers` });
     await Promise.all(Array.from({ length: options.workers }, (_, slot) => startWorker(slot)));
 
@@ -178,8 +187,8 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
     await drain(queue);
 
     const ledger = payments.ledger();
-    const stats = await new RedisCounters(redis, layout.stats).read();
-    const store = await RedisStore.create({ redis, prefix: layout.store, checks: false });
+    const stats = await place.counters();
+    const store = await place.store();
     const recordsByState: Record<string, number> = {};
     for (const key of figures.effectKeys) {
       const state = (await store.get(key))?.state ?? "none";
@@ -224,17 +233,79 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
     return { figures: figuresOfMode, traceCandidates: traceCandidates(figures) };
   } finally {
     await Promise.allSettled(workers.map((worker) => worker.stop()));
-    await events.close();
-    await eventsConnection.quit();
-    await queue.close();
     await payments.close();
-    await cleanupPrefix(redis, layout.root);
-    await redis.quit();
+    await place.close();
     rmSync(workDir, { recursive: true, force: true });
   }
 }
 
-async function drain(queue: Queue): Promise<void> {
+/** Where one mode's queue, store, counters and orders are, and how the demo reads and removes them. */
+interface Place {
+  // biome-ignore lint/suspicious/noExplicitAny: a queue on either backend; only its job counts are read.
+  queue: Queue<any, any, string, any, any, string, any, any>;
+  // biome-ignore lint/suspicious/noExplicitAny: the events of either backend; only `duplicated` is counted.
+  events: QueueEvents<any, any, any>;
+  /** The workers' and the orchestrator's options that point them there. */
+  args: string[];
+  counters(): Promise<Record<string, number>>;
+  store(): Promise<OnceStore>;
+  /** Closes the connections and removes every key, table and schema of the mode. */
+  close(): Promise<void>;
+}
+
+async function redisPlace(redisUrl: string, root: string, queueName: string): Promise<Place> {
+  const layout = keyLayout(root);
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
+  await redis.connect();
+  const queue = new Queue(queueName, { connection: redis, prefix: layout.bull });
+  // QueueEvents blocks its connection, so it gets one of its own (closed below: BullMQ never closes it).
+  const eventsConnection = redis.duplicate();
+  const events = new QueueEvents(queueName, { connection: eventsConnection, prefix: layout.bull });
+  await events.waitUntilReady();
+  return {
+    queue,
+    events,
+    args: ["--redis-url", redisUrl, "--prefix", layout.root],
+    counters: () => new RedisCounters(redis, layout.stats).read(),
+    store: () => RedisStore.create({ redis, prefix: layout.store, checks: false }),
+    async close() {
+      await events.close();
+      await eventsConnection.quit();
+      await queue.close();
+      await cleanupPrefix(redis, layout.root);
+      await redis.quit();
+    },
+  };
+}
+
+/** The queue on BullMQ's Postgres backend and the rest in tables: a schema for once's side, one for BullMQ. */
+async function postgresPlace(postgresUrl: string, schema: string, queueName: string): Promise<Place> {
+  const layout = postgresLayout(schema);
+  const pool = new pg.Pool({ connectionString: postgresUrl, max: 4 });
+  pool.on("error", () => {});
+  await preparePostgresDeployment(pool, layout);
+  const connection = { connectionString: postgresUrl, schema: layout.bullSchema, migrate: true };
+  const queue = new Queue(queueName, { connection }, createPostgresBackend);
+  await queue.waitUntilReady();
+  const events = new QueueEvents(queueName, { connection }, createPostgresBackend);
+  await events.waitUntilReady();
+  return {
+    queue,
+    events,
+    args: ["--postgres-url", postgresUrl, "--schema", schema],
+    counters: () => new PostgresCounters(pool, layout).read(),
+    store: () => PostgresStore.create({ pool, schema, migrate: false, checks: false }),
+    async close() {
+      await events.close();
+      await queue.close();
+      for (const name of [layout.schema, layout.bullSchema])
+        await pool.query(`drop schema if exists "${name}" cascade`);
+      await pool.end();
+    },
+  };
+}
+
+async function drain(queue: Place["queue"]): Promise<void> {
   const deadline = Date.now() + DRAIN_TIMEOUT_MS;
   for (;;) {
     const counts = await queue.getJobCounts(

@@ -61,4 +61,30 @@ describe("pnpm demo", () => {
     );
     expect(stdout).toMatch(/effect charge_customer/);
   });
+
+  it("--backend postgres: queue and store on PostgreSQL, once still charges each order exactly once", async () => {
+    const json = path.join(dir, "figures-postgres.json");
+    const { code, stdout, stderr } = await runCommand(process.execPath, [
+      DEMO_MAIN,
+      "--backend",
+      "postgres",
+      "--tasks",
+      "20",
+      "--workers",
+      "2",
+      "--kill",
+      "--json",
+      json,
+    ]);
+    expect(code, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(0);
+    expect(stdout).toContain("queue on BullMQ's PostgreSQL backend, store a PostgresStore");
+    const figures = JSON.parse(readFileSync(json, "utf8")) as { naive: ModeFigures; once: ModeFigures };
+    for (const mode of ["naive", "once"] as const) {
+      for (const field of REQUIRED) expect(typeof figures[mode][field], `${mode}.${field}`).toBe("number");
+      expect(figures[mode].workerKills).toBe(1);
+    }
+    expect(figures.once.duplicateEffects).toBe(0);
+    expect(figures.once.chargesMade).toBe(figures.once.chargesExpected);
+    expect(figures.once.tasksFailed).toBe(0);
+  });
 });

@@ -1,7 +1,8 @@
 // `node dist/main.js --mode once|naive [--tasks N] [--task-prefix ID] [--concurrency N] [--timeout-ms N]
 //   [--step-deadline-ms N] [--redis-url URL] [--queue NAME] [--prefix P] [--seed-orders]
 //   [--count-outcomes] [--lease-ms N --lock-ms N --stalled-ms N] [--retention-ms N] [--resume-gap-ms N]
-//   [--summary PATH] [--events]`
+//   [--summary PATH] [--events] [--postgres-url URL [--schema S]]`
+// With --postgres-url everything is on PostgreSQL under schema S (default once_orders), as the workers'.
 // Runs order tasks through the workers listening on the queue. stdout is JSON lines: one `task` line per
 // finished task (progress), `step` lines with --events, and a last `summary` line; --summary writes the
 // full figures (keys, traces) to a file. Exit 0 when every task finished, 3 when some failed (see the
@@ -30,6 +31,8 @@ function parseCommandLine() {
         "timeout-ms": { type: "string", default: "1000" },
         "step-deadline-ms": { type: "string", default: "60000" },
         "redis-url": { type: "string" },
+        "postgres-url": { type: "string" },
+        schema: { type: "string" },
         queue: { type: "string" },
         prefix: { type: "string" },
         "seed-orders": { type: "boolean", default: false },
@@ -104,6 +107,9 @@ try {
     onTask: (report, progress) =>
       emit({ type: "task", taskId: report.taskId, ok: report.ok, error: report.error, ...progress }),
     signal: stop.signal,
+    ...(args["postgres-url"] === undefined
+      ? {}
+      : { postgres: { url: args["postgres-url"], schema: args.schema ?? "once_orders" } }),
   });
   const figures = summarizeRun(run);
   if (args.summary) writeFileSync(args.summary, `${JSON.stringify(figures, null, 2)}\n`);

@@ -1,13 +1,20 @@
-import { Dispatcher } from "@once/bullmq";
+import { Dispatcher, type DispatcherOptions } from "@once/bullmq";
+import type { OnceStore } from "@once/core";
 import {
   keyLayout,
   ORDER_JOB_RETRY,
+  type OrderBook,
   openOrderStore,
+  openPostgresOrderStore,
   orderAgentTools,
+  PostgresOrderBook,
+  postgresLayout,
+  preparePostgresDeployment,
   RedisOrderBook,
 } from "@once/order-agent";
-import { Queue } from "bullmq";
+import { createPostgresBackend, Queue } from "bullmq";
 import { Redis } from "ioredis";
+import pg from "pg";
 import { MemoryTaskJournal } from "./memory-task-journal.js";
 import {
   type OrchestratorMode,
@@ -15,7 +22,9 @@ import {
   type StepEvent,
   type TaskReport,
 } from "./order-orchestrator.js";
+import { PostgresTaskJournal } from "./postgres-task-journal.js";
 import { RedisTaskJournal } from "./redis-task-journal.js";
+import type { TaskJournal } from "./task-journal.js";
 
 export interface RunOrderTasksOptions {
   redisUrl: string;
@@ -44,6 +53,73 @@ export interface RunOrderTasksOptions {
   onTask?: (report: TaskReport, progress: { done: number; failed: number; total: number }) => void;
   /** Stops starting new tasks when it aborts; running tasks finish. */
   signal?: AbortSignal;
+  /**
+   * Run on PostgreSQL instead: the queue on BullMQ's Postgres backend, the store, orders, counters and
+   * journal under `schema` (see `postgresLayout`); the workers must use the same. `redisUrl`, `prefix` unused.
+   */
+  postgres?: { url: string; schema: string };
+}
+
+/** What the run talks to: the queue, the store, the orders, the journal — on Redis or on PostgreSQL. */
+interface Infrastructure {
+  queue: DispatcherOptions["queue"];
+  store: OnceStore;
+  orders: OrderBook;
+  journal(): TaskJournal;
+  close(): Promise<void>;
+}
+
+async function openInfrastructure(options: RunOrderTasksOptions): Promise<Infrastructure> {
+  const counted = {
+    ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+    ...(options.countOutcomes === undefined ? {} : { countOutcomes: options.countOutcomes }),
+  };
+  if (options.postgres) {
+    const layout = postgresLayout(options.postgres.schema);
+    const pool = new pg.Pool({ connectionString: options.postgres.url, max: 10 });
+    pool.on("error", () => {});
+    const connection = { connectionString: options.postgres.url, schema: layout.bullSchema, migrate: true };
+    const queue = new Queue(options.queue, { connection }, createPostgresBackend);
+    try {
+      await preparePostgresDeployment(pool, layout);
+      await queue.waitUntilReady();
+      return {
+        queue,
+        store: await openPostgresOrderStore({ pool, layout, ...counted }),
+        orders: new PostgresOrderBook(pool, layout),
+        journal: () => new PostgresTaskJournal(pool, layout),
+        close: async () => {
+          await queue.close();
+          await pool.end();
+        },
+      };
+    } catch (error) {
+      await queue.close().catch(() => {});
+      await pool.end().catch(() => {});
+      throw error;
+    }
+  }
+  const layout = keyLayout(options.prefix);
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
+  await redis.connect();
+  const queue = new Queue(options.queue, { connection: redis, prefix: layout.bull });
+  try {
+    return {
+      queue,
+      store: await openOrderStore({ redis, layout, ...counted }),
+      orders: new RedisOrderBook({ redis, prefix: layout.orders }),
+      journal: () =>
+        new RedisTaskJournal({ redis, prefix: layout.journal, ...retention(options.retentionMs) }),
+      close: async () => {
+        await queue.close();
+        await redis.quit();
+      },
+    };
+  } catch (error) {
+    await queue.close().catch(() => {});
+    redis.disconnect();
+    throw error;
+  }
 }
 
 export interface RunSummary {
@@ -67,18 +143,10 @@ export function orderFor(taskPrefix: string, i: number) {
 
 /** Connects, runs the tasks with bounded concurrency, disconnects. A task's failure is in its report. */
 export async function runOrderTasks(options: RunOrderTasksOptions): Promise<RunSummary> {
-  const layout = keyLayout(options.prefix);
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
-  await redis.connect();
-  const queue = new Queue(options.queue, { connection: redis, prefix: layout.bull });
+  const infrastructure = await openInfrastructure(options);
+  const { queue, store, orders } = infrastructure;
   let dispatcher: Dispatcher | undefined;
   try {
-    const store = await openOrderStore({
-      redis,
-      layout,
-      ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
-      ...(options.countOutcomes === undefined ? {} : { countOutcomes: options.countOutcomes }),
-    });
     const tools = orderAgentTools();
     dispatcher = await Dispatcher.create({
       queue,
@@ -99,7 +167,6 @@ export async function runOrderTasks(options: RunOrderTasksOptions): Promise<RunS
       // retries: the record must outlive that too, so it counts in the resume gap of the window check.
       resumeGapMs: (options.resumeGapMs ?? 5 * 60_000) + (options.stepDeadlineMs ?? 60_000),
     });
-    const orders = new RedisOrderBook({ redis, prefix: layout.orders });
     if (options.seedOrders) {
       for (let i = 1; i <= options.tasks; i++) await orders.create(orderFor(options.taskPrefix, i));
     }
@@ -108,7 +175,7 @@ export async function runOrderTasks(options: RunOrderTasksOptions): Promise<RunS
       tools,
       journal:
         options.mode === "once"
-          ? new RedisTaskJournal({ redis, prefix: layout.journal, ...retention(options.retentionMs) })
+          ? infrastructure.journal()
           : // Naive mints a fresh key per attempt anyway; persisting its step ids would change nothing.
             new MemoryTaskJournal(),
       mode: options.mode,
@@ -136,8 +203,7 @@ export async function runOrderTasks(options: RunOrderTasksOptions): Promise<RunS
     return { mode: options.mode, tasks: options.tasks, reports, wallMs: performance.now() - started };
   } finally {
     await dispatcher?.close();
-    await queue.close();
-    await redis.quit();
+    await infrastructure.close();
   }
 }
 

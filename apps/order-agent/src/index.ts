@@ -19,6 +19,14 @@ export {
 } from "./order-agent-tools.js";
 export { ORDER_STATUSES, type Order, type OrderBook, type OrderStatus, orderSchema } from "./order-book.js";
 export { ORDER_JOB_RETRY } from "./order-job-retry.js";
+export {
+  openPostgresOrderStore,
+  PostgresCounters,
+  type PostgresLayout,
+  PostgresOrderBook,
+  postgresLayout,
+  preparePostgresDeployment,
+} from "./postgres-deployment.js";
 export { RedisCounters } from "./redis-counters.js";
 export { RedisOrderBook, type RedisOrderBookOptions } from "./redis-order-book.js";
 export {

@@ -1,6 +1,8 @@
 // `node dist/main.js [--redis-url URL] [--queue NAME] [--prefix P] [--concurrency N] [--lease-ms N]
 //   [--lock-ms N] [--stalled-ms N] [--retention-ms N] [--payments-url URL] [--attempts N] [--backoff-ms N]
-//   [--count-outcomes]`
+//   [--count-outcomes] [--postgres-url URL [--schema S]]`
+// With --postgres-url the queue (BullMQ's Postgres backend), the store (PostgresStore), the orders and the
+// counters are all on PostgreSQL under schema S (default once_orders); --redis-url and --prefix are unused.
 // Each flag falls back to an environment variable (REDIS_URL, ONCE_QUEUE, ONCE_PREFIX, ONCE_CONCURRENCY,
 // ONCE_LEASE_MS, PAYMENTS_URL, …), then to a default. Prints one JSON line when ready; SIGTERM or SIGINT
 // finishes the running calls, flushes spans and exits 0.
@@ -18,6 +20,8 @@ function parseCommandLine() {
     return parseArgs({
       options: {
         "redis-url": { type: "string" },
+        "postgres-url": { type: "string" },
+        schema: { type: "string" },
         queue: { type: "string" },
         prefix: { type: "string" },
         concurrency: { type: "string" },
@@ -60,6 +64,9 @@ const config = {
   retentionMs: positive("--retention-ms", args["retention-ms"] ?? env.ONCE_RETENTION_MS),
   jobRetry: { attempts, backoff: { type: "exponential" as const, delay: backoffMs } },
   countOutcomes: args["count-outcomes"],
+  ...(args["postgres-url"] === undefined
+    ? {}
+    : { postgres: { url: args["postgres-url"], schema: args.schema ?? "once_orders" } }),
 };
 
 // Before the worker exists: once's instruments bind to the providers present when they are made.

@@ -5,6 +5,7 @@ import {
   type EffectContext,
   fingerprint,
   IdempotencyConflictError,
+  isTransactionalStore,
   LeaseLostError,
   type OnceStore,
   OutcomeUnknownError,
@@ -143,7 +144,8 @@ export class CallFlow {
         key: step.key,
         fingerprint: attempt.fingerprint,
         tool: tool.name,
-        phase: tool.prepare ? "prepare" : "effect",
+        // A transactional effect is not in doubt before its commit: it never leaves the prepare phase.
+        phase: tool.prepare || tool.transactional !== undefined ? "prepare" : "effect",
         leaseMs: this.#leaseFor(tool),
         // The record keeps this attempt's span, so later replays can link to the attempt that executed. Without
         // a tracing SDK the span is not valid: an all-zero traceparent would cost bytes on every record.
@@ -243,13 +245,18 @@ export class CallFlow {
           );
           throw error;
         }
-        if (!inEffectPhase) await this.#settle(key, owner, this.#store.beginEffect(key, owner.token));
+        // A transactional effect stays in the prepare phase: until its transaction commits with `done`, nothing
+        // happened, so an owner that died is taken over, never reconciled.
+        if (!inEffectPhase && tool.transactional === undefined)
+          await this.#settle(key, owner, this.#store.beginEffect(key, owner.token));
       }
       // A stall since the lease was last confirmed (a GC pause, SIGSTOP, a starved CPU) may have let it run
       // out and another owner take over: the effect never starts on a lease this owner cannot vouch for.
       // When fresh, this check and the call of `run` are one synchronous stretch: `run` starts with at least
       // half of its lease left.
       await lease.assert();
+      if (tool.transactional !== undefined)
+        return await this.#executeInTransaction(attempt, owner, lease, { input, ctx, prepared });
       let output: unknown;
       try {
         output = await this.#telemetry.span(`effect ${tool.name}`, {}, () =>
@@ -265,6 +272,66 @@ export class CallFlow {
     } finally {
       lease.stop();
     }
+  }
+
+  /**
+   * Steps 4–5 of a transactional tool: `run` in a transaction of the store's database, `complete` in the same
+   * transaction. Whatever fails before the commit rolled the effect back with it: the key is released (or, for
+   * a terminal failure, failed) — never `unknown`.
+   */
+  async #executeInTransaction(
+    attempt: Attempt,
+    owner: Ownership,
+    lease: Lease,
+    call: { input: unknown; ctx: EffectContext; prepared: unknown },
+  ): Promise<FlowOutcome> {
+    const { tool } = attempt;
+    const { key } = attempt.step;
+    const store = this.#store;
+    if (!isTransactionalStore(store))
+      throw attempt.delivery.terminal(new TypeError(`tool ${tool.name} is transactional; the store is not`));
+    let failure: { error: unknown; invalidOutput: boolean } | undefined;
+    let stored: { result: unknown; text: string } | undefined;
+    let write: WriteOutcome;
+    try {
+      write = await store.completeInTransaction(
+        key,
+        owner.token,
+        async (transaction) => {
+          let output: unknown;
+          try {
+            output = await this.#telemetry.span(`effect ${tool.name}`, {}, () =>
+              Promise.resolve(tool.run(call.input, { ...call.ctx, transaction }, call.prepared)),
+            );
+          } catch (error) {
+            failure = { error, invalidOutput: false };
+            throw error;
+          }
+          if (lease.lost) throw new LeaseLostError(key, owner.token);
+          try {
+            stored = this.#serialize(tool, output);
+          } catch (error) {
+            failure = { error, invalidOutput: true };
+            throw error;
+          }
+          return stored.text;
+        },
+        { leaseMs: this.#leaseFor(tool) },
+      );
+    } catch (error) {
+      if (lease.lost) throw new LeaseLostError(key, owner.token);
+      if (failure?.invalidOutput || (failure && classifyWith(tool, failure.error) === "terminal")) {
+        await this.#settle(key, owner, this.#store.failTerminal(key, owner.token, toStoredError(error)));
+        throw attempt.delivery.terminal(asError(error));
+      }
+      // Rolled back: the effect did not happen. Hand the key back, so the retry runs it at once. Should the
+      // commit have gone through unseen, the record is `done` and this is refused: the retry replays.
+      await this.#store.release(key, owner.token, { notApplied: true }).catch(() => undefined);
+      throw error;
+    }
+    await this.#settle(key, owner, Promise.resolve(write));
+    const { result } = stored as { result: unknown; text: string };
+    return { result, outcome: "executed", fence: owner.fence };
   }
 
   /** Step 5: `classifyError` decides what a failure of `run` leaves behind. */
@@ -339,11 +406,7 @@ export class CallFlow {
     const { tool } = attempt;
     const { key } = attempt.step;
     try {
-      const result = parseOutput(tool, output);
-      const text = toJson(tool.name, result);
-      const bytes = Buffer.byteLength(text);
-      if (bytes > this.#maxResultBytes) throw new ResultTooLargeError(tool.name, bytes, this.#maxResultBytes);
-      return { result, text };
+      return this.#serialize(tool, output);
     } catch (error) {
       const stored = toStoredError(error);
       const write =
@@ -353,6 +416,15 @@ export class CallFlow {
       await this.#settle(key, owner, write);
       throw attempt.delivery.terminal(asError(error));
     }
+  }
+
+  /** A result validated and as JSON text; throws what makes it unstorable. */
+  #serialize(tool: AnyTool, output: unknown): { result: unknown; text: string } {
+    const result = parseOutput(tool, output);
+    const text = toJson(tool.name, result);
+    const bytes = Buffer.byteLength(text);
+    if (bytes > this.#maxResultBytes) throw new ResultTooLargeError(tool.name, bytes, this.#maxResultBytes);
+    return { result, text };
   }
 
   /** Every owner write: `lost` means another owner holds the key and this attempt's work is discarded. */

@@ -1,6 +1,7 @@
 import {
   type AnyTool,
   assertRetryWindow,
+  assertTransactionalTools,
   type BackoffSetting,
   DEFAULT_LEASE_MS,
   effectKey,
@@ -72,6 +73,7 @@ export interface CallProcessor {
 export function createCallProcessor(options: CallProcessorOptions): CallProcessor {
   const retryWindow = assertRetryWindow(workerRetryWindow(options));
   const registry = new ToolRegistry(options.tools);
+  assertTransactionalTools(options.tools, options.store);
   const telemetry = new Telemetry(options.telemetry);
   const flow = new CallFlow(
     options.store,

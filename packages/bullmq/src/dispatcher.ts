@@ -21,7 +21,7 @@ import {
   validateKeyPart,
 } from "@once/core";
 import { type Span, SpanKind } from "@opentelemetry/api";
-import { type JobsOptions, type Queue, QueueEvents } from "bullmq";
+import { type BackendFactory, type IQueueBackend, type JobsOptions, type Queue, QueueEvents } from "bullmq";
 import {
   ATTR_MESSAGING_MESSAGE_ID,
   ATTR_ONCE_ENQUEUES,
@@ -47,8 +47,11 @@ import {
 import { CALL_VERSION, type CallData, type CallOutcome, failedErrorName } from "./wire.js";
 
 export interface DispatcherOptions {
-  /** The queue workers consume. You own it and its connection. */
-  queue: Queue;
+  /**
+   * The queue workers consume, on Redis or on BullMQ's PostgreSQL backend (`createPostgresBackend`). You own it
+   * and its connection.
+   */
+  queue: AnyQueue;
   /** The store the workers use; the dispatcher reads records to answer replays without a job. */
   store: OnceStore;
   tools: readonly AnyTool[];
@@ -102,6 +105,10 @@ export interface CallResult<Out> {
   enqueues: number;
 }
 
+/** A queue on any of BullMQ's backends (Redis by default, or PostgreSQL), with any connection options. */
+// biome-ignore lint/suspicious/noExplicitAny: the connection options differ by backend; only the queue's own methods are used.
+type AnyQueue = Queue<any, any, string, any, any, string, IQueueBackend, any>;
+
 interface Closable {
   quit(): Promise<unknown>;
 }
@@ -133,7 +140,7 @@ type Settled =
  */
 export class Dispatcher {
   readonly retryWindow: RetryWindow;
-  readonly #queue: Queue;
+  readonly #queue: AnyQueue;
   readonly #store: OnceStore;
   readonly #registry: ToolRegistry;
   readonly #telemetry: Telemetry;
@@ -197,11 +204,16 @@ export class Dispatcher {
     // Read the queue's events from the last one there now, not from whenever the first blocking read goes
     // out ("$"): an event between now and then — a `duplicated` that carries a conflict, a completion — would
     // be missed, and this dispatcher would wait for an answer that already came.
-    const events = new QueueEvents(options.queue.name, {
-      connection: (owned ?? connection) as never,
-      prefix: options.queue.opts.prefix,
-      ...(await lastEventId(options.queue)),
-    });
+    // The queue's own backend (Redis, or BullMQ's PostgreSQL backend): its events are read the same way.
+    const events = new QueueEvents(
+      options.queue.name,
+      {
+        connection: (owned ?? connection) as never,
+        prefix: options.queue.opts.prefix,
+        ...(await lastEventId(options.queue)),
+      },
+      backendFactoryOf(options.queue) as undefined,
+    );
     let dispatcher: Dispatcher;
     try {
       dispatcher = new Dispatcher(options, events, owned);
@@ -525,14 +537,40 @@ function isSettled(record: OnceRecord | undefined): record is SettledRecord {
   return record?.state === "done" || record?.state === "failed";
 }
 
-/** The id of the newest event of the queue's stream, read on the queue's own connection when it is a client. */
-async function lastEventId(queue: Queue): Promise<{ lastEventId?: string }> {
+/** The factory the queue was built with (undefined: BullMQ's default, Redis). */
+function backendFactoryOf(queue: AnyQueue): BackendFactory | undefined {
+  return (queue as unknown as { backendFactory?: BackendFactory }).backendFactory;
+}
+
+/**
+ * The id of the newest event of the queue: on Redis from its stream, read on the queue's own connection when
+ * it is a client; on BullMQ's PostgreSQL backend from its event table, on the backend's pool.
+ */
+async function lastEventId(queue: AnyQueue): Promise<{ lastEventId?: string }> {
+  const postgres = (queue.backend as { connection?: { pool?: unknown; schema?: unknown } } | undefined)
+    ?.connection;
+  if (postgres && typeof postgres.schema === "string" && isQueryable(postgres.pool)) {
+    await queue.waitUntilReady();
+    const { rows } = await postgres.pool.query<{ max: string }>(
+      `select coalesce(max(id), 0)::bigint as max from "${postgres.schema.replaceAll('"', '""')}".event where queue = $1`,
+      [queue.name],
+    );
+    return { lastEventId: String(rows[0]?.max ?? "0") };
+  }
   const client = queue.opts.connection as {
     xrevrange?: (key: string, end: string, start: string, count: "COUNT", n: number) => Promise<[string][]>;
   };
   if (typeof client.xrevrange !== "function") return {};
   const [newest] = await client.xrevrange(queue.toKey("events"), "+", "-", "COUNT", 1);
   return { lastEventId: newest?.[0] ?? "0-0" };
+}
+
+interface Queryable {
+  query<R>(text: string, values: unknown[]): Promise<{ rows: R[] }>;
+}
+
+function isQueryable(value: unknown): value is Queryable {
+  return typeof (value as Partial<Queryable> | undefined)?.query === "function";
 }
 
 function definedOnly<T extends object>(value: T): Partial<T> {

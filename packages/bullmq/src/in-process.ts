@@ -1,5 +1,6 @@
 import {
   type AnyTool,
+  assertTransactionalTools,
   CallFailedError,
   DEFAULT_LEASE_MS,
   DEFAULT_NAMESPACE,
@@ -64,6 +65,7 @@ export class InProcess {
 
   constructor(options: InProcessOptions) {
     this.#registry = new ToolRegistry(options.tools);
+    assertTransactionalTools(options.tools, options.store);
     this.#telemetry = new Telemetry(options.telemetry);
     this.#flow = new CallFlow(
       options.store,

@@ -1,17 +1,33 @@
 import type { RetryWindow } from "@once/core";
-import { type ConnectionOptions, Worker, type WorkerOptions } from "bullmq";
+import {
+  type BackendFactory,
+  type ConnectionOptions,
+  type createPostgresBackend,
+  type IQueueBackend,
+  Worker,
+  type WorkerOptions,
+} from "bullmq";
 import { type CallProcessorOptions, createCallProcessor } from "./call-processor.js";
 
 export interface OnceWorkerOptions extends Omit<CallProcessorOptions, "worker"> {
   queueName: string;
-  /** An ioredis connection for BullMQ (`maxRetriesPerRequest: null`); BullMQ duplicates it, you close it. */
-  connection: ConnectionOptions;
+  /**
+   * BullMQ's connection: an ioredis connection (`maxRetriesPerRequest: null`; BullMQ duplicates it, you close
+   * it), or with `backend: createPostgresBackend` what that backend takes (a `pg` pool, a pool config with
+   * its `schema`, a connection string).
+   */
+  connection: ConnectionOptions | PostgresConnection;
+  /** BullMQ's backend: `createPostgresBackend` (from `bullmq`) runs the queue on PostgreSQL. Default Redis. */
+  backend?: BackendFactory<IQueueBackend, never>;
   concurrency?: number;
   /** Any other BullMQ worker option (lockDuration, stalledInterval, prefix, …). */
   workerOptions?: Omit<WorkerOptions, "connection" | "concurrency">;
 }
 
-/** A BullMQ worker that runs a list of tools through once. */
+/** What BullMQ's PostgreSQL backend connects with (its `PostgresConnectionOptions`). */
+type PostgresConnection = Parameters<typeof createPostgresBackend>[1]["connection"];
+
+/** A BullMQ worker that runs a list of tools through once, on Redis or on BullMQ's PostgreSQL backend. */
 export class OnceWorker {
   readonly worker: Worker;
   /** The retry window this worker was checked against. */
@@ -32,11 +48,16 @@ export class OnceWorker {
         stalledIntervalMs: options.workerOptions?.stalledInterval,
       },
     });
-    const worker = new Worker(options.queueName, processor, {
-      ...options.workerOptions,
-      connection: options.connection,
-      concurrency: options.concurrency ?? 1,
-    });
+    const worker = new Worker(
+      options.queueName,
+      processor,
+      {
+        ...options.workerOptions,
+        connection: options.connection as ConnectionOptions,
+        concurrency: options.concurrency ?? 1,
+      },
+      options.backend as undefined,
+    );
     await worker.waitUntilReady();
     return new OnceWorker(worker, processor.retryWindow);
   }

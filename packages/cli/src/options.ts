@@ -23,6 +23,17 @@ export const OPTIONS = {
     description: "seed nodes of a Redis Cluster (default: REDIS_CLUSTER_NODES)",
   },
   prefix: { type: "string", value: "<prefix>", description: 'the store\'s key prefix (default "once:")' },
+  "postgres-url": {
+    type: "string",
+    value: "<url>",
+    description: "a PostgresStore's database, postgres://user@host:5432/db (instead of Redis)",
+  },
+  schema: { type: "string", value: "<schema>", description: 'the PostgresStore\'s schema (default "once")' },
+  "table-prefix": {
+    type: "string",
+    value: "<prefix>",
+    description: 'the PostgresStore\'s table prefix (default "")',
+  },
 
   task: { type: "string", value: "<taskId>", description: "the task id, to derive the key" },
   step: { type: "string", value: "<stepId>", description: "the step id, to derive the key" },
@@ -149,5 +160,12 @@ export type OptionName = keyof typeof OPTIONS;
 /** Options every command takes. */
 export const GLOBAL_OPTIONS: readonly OptionName[] = ["json", "help"];
 
-/** Options of the commands that talk to Redis. */
-export const CONNECTION_OPTIONS: readonly OptionName[] = ["redis-url", "cluster", "prefix"];
+/** Options of the commands that talk to the store: on Redis, or on PostgreSQL with --postgres-url. */
+export const CONNECTION_OPTIONS: readonly OptionName[] = [
+  "redis-url",
+  "cluster",
+  "prefix",
+  "postgres-url",
+  "schema",
+  "table-prefix",
+];

@@ -138,12 +138,6 @@ export async function assertNotClusterNode(client: Redis | Cluster, target: Redi
   }
 }
 
-/** The server's clock, in ms: the clock once's records are written with. */
-export async function serverNow(client: Redis | Cluster): Promise<number> {
-  const [seconds, micros] = (await client.time()) as [string | number, string | number];
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
 /** `true` when stdin is a terminal a person can answer on. */
 export function interactive(io: CliIo): boolean {
   return io.stdin.isTTY === true;

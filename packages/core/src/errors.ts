@@ -28,6 +28,12 @@ export const ONCE_ERROR_CODES = [
   // @once/redis
   "ONCE_REDIS_CONFIG",
   "ONCE_REDIS_SCRIPT",
+  // @once/postgres
+  "ONCE_POSTGRES_CONFIG",
+  "ONCE_POSTGRES_VERSION",
+  "ONCE_POSTGRES_SCHEMA",
+  "ONCE_POSTGRES_QUERY",
+  "ONCE_TRANSACTION_STORE",
   // @once/agent
   "ONCE_RECORDED_TURN_MISMATCH",
   "ONCE_UNRECORDED_TOOL_CALL",
@@ -83,6 +89,16 @@ export class NotJsonError extends OnceError {
     reason: string,
   ) {
     super("ONCE_NOT_JSON", `value at ${path} is not JSON: ${reason}`);
+  }
+}
+
+/** A transactional tool was given a store it cannot commit its effect with (no transactions, or another database). */
+export class TransactionStoreError extends OnceError {
+  constructor(
+    readonly tool: string,
+    reason: string,
+  ) {
+    super("ONCE_TRANSACTION_STORE", `tool ${JSON.stringify(tool)} cannot run on this store: ${reason}`);
   }
 }
 

@@ -24,6 +24,7 @@ export {
   type StoredError,
   StoreUnavailableError,
   ToolKindMismatchError,
+  TransactionStoreError,
   TransitionRefusedError,
   UnknownToolError,
 } from "./errors.js";
@@ -60,6 +61,7 @@ export {
   type ClaimOutcome,
   type ClaimRequest,
   DEFAULT_RETENTION_MS,
+  isTransactionalStore,
   type OnceRecord,
   type OnceStore,
   type Ownership,
@@ -70,10 +72,12 @@ export {
   type ResolveDecision,
   type ResolveRequest,
   type StoreOptions,
+  type TransactionalStore,
   type WriteOutcome,
 } from "./store.js";
 export {
   type AnyTool,
+  assertTransactionalTools,
   type CallContext,
   type ContextFor,
   DEFAULT_LEASE_MS,

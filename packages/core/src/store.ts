@@ -135,3 +135,34 @@ export const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
 export function retryAfterFor(leaseRemainingMs: number): number {
   return Math.min(Math.max(leaseRemainingMs, 50), 5_000);
 }
+
+/**
+ * A store whose records live in a database that effects can write to. A tool declared `transactional` gets a
+ * transaction of that database as `ctx.transaction`, and its record's `complete` commits in the same
+ * transaction: the effect and the record are one commit, or neither happened.
+ */
+export interface TransactionalStore<Transaction = unknown> extends OnceStore {
+  /** The database the records are in: what a tool's `transactional.database`, if it names one, must be. */
+  readonly database: string;
+  /**
+   * Opens a transaction, runs `work` in it, then `complete(key, token, <what work returned>)` in the same
+   * transaction, and commits only when that write is `ok`; otherwise rolls back and returns the write's
+   * outcome. A throw from `work` rolls back and is rethrown. A crash anywhere rolls back too: nothing `work`
+   * wrote survives unless the record is `done`. `leaseMs` bounds how long the transaction may sit idle (a
+   * frozen owner's transaction is ended by the database, and its locks with it).
+   */
+  completeInTransaction(
+    key: string,
+    token: string,
+    work: (transaction: Transaction) => Promise<string>,
+    options: { leaseMs: number },
+  ): Promise<WriteOutcome>;
+}
+
+/** True when `store` can commit an effect and its record in one transaction. */
+export function isTransactionalStore(store: OnceStore): store is TransactionalStore {
+  return (
+    typeof (store as Partial<TransactionalStore>).completeInTransaction === "function" &&
+    typeof (store as Partial<TransactionalStore>).database === "string"
+  );
+}

@@ -1,5 +1,12 @@
 import type { z } from "zod";
-import { InvalidInputError, InvalidOutputError, InvalidToolError, type StoredError } from "./errors.js";
+import {
+  InvalidInputError,
+  InvalidOutputError,
+  InvalidToolError,
+  type StoredError,
+  TransactionStoreError,
+} from "./errors.js";
+import { isTransactionalStore, type OnceStore } from "./store.js";
 
 /**
  * `read`: no side effect, retry freely. `write`: idempotent by nature (set_status), retry freely.
@@ -38,6 +45,12 @@ export interface EffectContext extends CallContext {
    * heartbeat, instead of from the first heartbeat after its request has left.
    */
   assertLease(): Promise<void>;
+  /**
+   * Transactional tools only: the open transaction of the store's database. Write the effect with it; the
+   * record's `done` commits in the same transaction, so the effect and its record commit together or not at
+   * all. Its type is the store's (for `@once/postgres`, a `pg.PoolClient`; see its `transactionalTool`).
+   */
+  transaction?: unknown;
 }
 
 export type ContextFor<K extends ToolKind> = K extends "effect" ? EffectContext : CallContext;
@@ -68,6 +81,14 @@ export interface ToolSpec<
   classifyError?: (error: unknown) => ErrorClass;
   /** Lease for effect calls; heartbeats renew it every third of it. Default: the worker's. */
   leaseMs?: number;
+  /**
+   * Effect tools only: the effect is a write to the store's own database, made with `ctx.transaction`, and
+   * commits in one transaction with the record's `done`. A crash anywhere rolls both back, so a retry finds
+   * no effect (and runs it again) or `done` (and replays): exactly once, no reconcile hook needed, and a
+   * failure of `run` is never `unknown`. Needs a store with transactions (@once/postgres); `{ database }`
+   * names the database the effect writes to, and a store whose records are elsewhere is refused at start.
+   */
+  transactional?: true | { database: string };
 }
 
 export interface Tool<
@@ -109,6 +130,17 @@ export function defineTool<
   if (typeof spec.run !== "function") throw new InvalidToolError(name, "run must be a function");
   if (spec.kind !== "effect" && (spec.reconcile || spec.prepare)) {
     throw new InvalidToolError(name, "prepare and reconcile are for effect tools only");
+  }
+  if (spec.transactional !== undefined) {
+    if (spec.kind !== "effect") throw new InvalidToolError(name, "transactional is for effect tools only");
+    if (spec.reconcile)
+      throw new InvalidToolError(
+        name,
+        "a transactional tool needs no reconcile hook: its effect commits with its record, or not at all",
+      );
+    const database = spec.transactional === true ? "" : spec.transactional?.database;
+    if (spec.transactional !== true && (typeof database !== "string" || database === ""))
+      throw new InvalidToolError(name, "transactional must be true or { database: <the database's name> }");
   }
   if (spec.leaseMs !== undefined && !(Number.isInteger(spec.leaseMs) && spec.leaseMs >= 100)) {
     throw new InvalidToolError(name, "leaseMs must be an integer of at least 100");
@@ -157,4 +189,26 @@ export function toStoredError(error: unknown): StoredError {
     return { name: error.name, message: error.message, ...(typeof code === "string" ? { code } : {}) };
   }
   return { name: "Error", message: String(error) };
+}
+
+/**
+ * Refuses, at start, a transactional tool that `store` cannot run: one without transactions (Redis, memory),
+ * or one whose records are in another database than the tool writes to.
+ */
+export function assertTransactionalTools(tools: readonly AnyTool[], store: OnceStore): void {
+  for (const tool of tools) {
+    if (tool.kind !== "effect" || tool.transactional === undefined) continue;
+    const storeName = (store as object).constructor?.name ?? "the store";
+    if (!isTransactionalStore(store))
+      throw new TransactionStoreError(
+        tool.name,
+        `its effect commits with its record in one transaction of the store's database, and ${storeName} has no transactions: use a store on that database (@once/postgres's PostgresStore)`,
+      );
+    const wanted = tool.transactional === true ? undefined : tool.transactional.database;
+    if (wanted !== undefined && wanted !== store.database)
+      throw new TransactionStoreError(
+        tool.name,
+        `it writes to database ${JSON.stringify(wanted)}, and ${storeName} keeps its records in ${JSON.stringify(store.database)}: one transaction cannot span two databases`,
+      );
+  }
 }

@@ -1,12 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  assertTransactionalTools,
   defineTool,
   InvalidInputError,
   InvalidOutputError,
   InvalidToolError,
+  MemoryStore,
   parseInput,
   parseOutput,
+  TransactionStoreError,
 } from "../src/index.js";
 import { classifyWith, toStoredError } from "../src/internal.js";
 
@@ -29,6 +32,54 @@ describe("defineTool", () => {
       defineTool({ ...base, name: "ok", reconcile: async () => ({ applied: false }) } as never),
     ).toThrow(/effect tools only/);
     expect(() => defineTool({ ...charge, leaseMs: 5 })).toThrow(/leaseMs/);
+  });
+
+  it("refuses a transactional declaration outside an effect tool, with a reconcile hook, or a bad database", () => {
+    const base = { input: z.object({}), output: z.object({}), run: () => ({}) };
+    expect(() => defineTool({ ...base, name: "r", kind: "read", transactional: true })).toThrow(
+      /transactional is for effect tools only/,
+    );
+    expect(() =>
+      defineTool({
+        ...base,
+        name: "e",
+        kind: "effect",
+        transactional: true,
+        reconcile: async () => ({ applied: false }),
+      }),
+    ).toThrow(/needs no reconcile hook/);
+    expect(() => defineTool({ ...base, name: "e", kind: "effect", transactional: { database: "" } })).toThrow(
+      /transactional must be true or \{ database/,
+    );
+    expect(
+      defineTool({ ...base, name: "e", kind: "effect", transactional: { database: "shop" } }).transactional,
+    ).toEqual({
+      database: "shop",
+    });
+  });
+
+  it("refuses, at start, a transactional tool on a store without transactions or of another database", () => {
+    const tool = defineTool({
+      name: "create_order",
+      kind: "effect",
+      transactional: { database: "shop" },
+      input: z.object({}),
+      output: z.object({}),
+      run: () => ({}),
+    });
+    expect(() => assertTransactionalTools([tool], new MemoryStore())).toThrow(TransactionStoreError);
+    expect(() => assertTransactionalTools([tool], new MemoryStore())).toThrow(
+      /MemoryStore has no transactions/,
+    );
+    const elsewhere = Object.assign(new MemoryStore(), {
+      database: "ledger",
+      completeInTransaction: async () => ({ outcome: "ok" as const, fence: 1 }),
+    });
+    expect(() => assertTransactionalTools([tool], elsewhere)).toThrow(/writes to database "shop"/);
+    expect(() =>
+      assertTransactionalTools([tool], Object.assign(elsewhere, { database: "shop" })),
+    ).not.toThrow();
+    expect(() => assertTransactionalTools([charge], new MemoryStore())).not.toThrow();
   });
 
   it("validates input and output with paths, not values", () => {

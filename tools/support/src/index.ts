@@ -11,6 +11,8 @@ export {
 export { ownedClusterDir } from "./owned-dir.js";
 export { pingRedis, waitForRedis } from "./ping-redis.js";
 export { pollUntil } from "./poll-until.js";
+export { postgresUrl, randomSchema } from "./postgres-address.js";
+export { type PostgresServerHandle, postgresBinDir, startPostgresServer } from "./postgres-server.js";
 export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";
 export {
   clusterNodes,

@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { createConsole, toNodeListener } from "@once/console";
+import type { OperatorStore } from "@once/core";
 import { RedisOperatorStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { parseDuration } from "../durations.js";
@@ -10,6 +11,7 @@ import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
 import { openRedis, redisTarget, storePrefix } from "../redis-connection.js";
+import { openPostgres, storeSelected } from "../store-session.js";
 
 const DEFAULT_PORT = 4100;
 
@@ -50,25 +52,11 @@ export const consoleCommand: Command = {
     if (tokenFile !== undefined && !allowWrites)
       throw new UsageError("--token-file goes with --allow-writes: a read-only console needs no token");
     const token = allowWrites ? readToken(tokenFile, io.env) : undefined;
-    const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env);
-
-    const redis = openRedis(target, (up, reason) => {
-      io.stderr.write(
-        up
-          ? `once console: Redis answers (${target.label})\n`
-          : `once console: Redis unreachable: ${reason}\n`,
-      );
-    });
-    const store = new RedisOperatorStore({
-      redis,
-      prefix,
-      label: `${target.label}, prefix ${JSON.stringify(prefix)}`,
-    });
+    const { store, commandOptions, close } = await openStore(options, io);
     const handler = createConsole({
       store,
       allowWrites,
-      ...(prefix === "once:" ? {} : { commandOptions: `--prefix ${prefix}` }),
+      ...(commandOptions === undefined ? {} : { commandOptions }),
       ...(token === undefined ? {} : { token }),
       ...(jaegerUrl === undefined ? {} : { jaegerUrl }),
       ...(refreshMs === undefined ? {} : { refreshMs }),
@@ -79,7 +67,7 @@ export const consoleCommand: Command = {
       server.listen(port, host);
       await once(server, "listening");
     } catch (error) {
-      redis.disconnect();
+      await close();
       throw new CommandFailedError(`cannot listen on ${host}:${port}: ${(error as Error).message}`, {
         cause: error,
       });
@@ -99,10 +87,52 @@ export const consoleCommand: Command = {
     io.stderr.write(`once console: ${signal}, stopping\n`);
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
-    await redis.quit().catch(() => redis.disconnect());
+    await close();
     return ExitCode.ok;
   },
 };
+
+/**
+ * The console's store: on PostgreSQL with --postgres-url (the schema must be usable at start), else on Redis,
+ * whose client reconnects on its own while the console says whether Redis answers.
+ */
+async function openStore(
+  options: Parameters<Command["run"]>[0]["options"],
+  io: Parameters<Command["run"]>[0]["io"],
+): Promise<{ store: OperatorStore; commandOptions: string | undefined; close: () => Promise<void> }> {
+  if (storeSelected(options) === "postgres") {
+    const { session, close } = await openPostgres(options);
+    const schema = options.string("schema");
+    const tablePrefix = options.string("table-prefix");
+    return {
+      store: session.operator,
+      commandOptions:
+        `--postgres-url '${session.label}'` +
+        (schema === undefined ? "" : ` --schema ${schema}`) +
+        (tablePrefix === undefined ? "" : ` --table-prefix ${tablePrefix}`),
+      close,
+    };
+  }
+  const prefix = storePrefix(options);
+  const target = redisTarget(options, io.env);
+  const redis = openRedis(target, (up, reason) => {
+    io.stderr.write(
+      up ? `once console: Redis answers (${target.label})\n` : `once console: Redis unreachable: ${reason}\n`,
+    );
+  });
+  const store = new RedisOperatorStore({
+    redis,
+    prefix,
+    label: `${target.label}, prefix ${JSON.stringify(prefix)}`,
+  });
+  return {
+    store,
+    commandOptions: prefix === "once:" ? undefined : `--prefix ${prefix}`,
+    close: async () => {
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
 
 /** The token from --token-file, else ONCE_CONSOLE_TOKEN; it is never printed. */
 function readToken(file: string | undefined, env: NodeJS.ProcessEnv): string {

@@ -19,6 +19,8 @@ import { positiveInteger } from "../positive-integer.js";
 import { jsonText } from "../record-view.js";
 import { redisTarget, withRedis } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
+import { storeSelected } from "../store-session.js";
+import { doctorPostgres } from "./doctor-postgres.js";
 
 /**
  * One thing doctor looked at on one node: a check of the store's own at its production level, or one of
@@ -42,13 +44,18 @@ export const doctorCommand: Command = {
     "On a master with replicas it shows each one's state and lag and min-replicas-to-write, and warns that a " +
     "failover can lose acknowledged claims unless the store waits for replicas; with --replicas n it judges " +
     "that durability instead (fewer than n replicas connected is a problem). " +
-    "It also says whether RedisStore.create would accept this Redis. --prefix is accepted and unused.",
+    "It also says whether RedisStore.create would accept this Redis. --prefix is accepted and unused. " +
+    "With --postgres-url it checks a PostgresStore's database instead: the version (13 or newer), a " +
+    "read-write primary, synchronous_commit, fsync, the isolation level, privileges, the store's schema " +
+    "version, expired rows not yet swept and the clock, and names what it cannot see from a connection.",
   examples: [
     "once doctor",
     "once doctor --replicas 1",
     "once doctor --cluster 10.0.0.5:7000,10.0.0.6:7000 --json",
+    "once doctor --postgres-url postgres://once@db:5432/app --schema once",
   ],
   async run({ io, options }) {
+    if (storeSelected(options) === "postgres") return doctorPostgres(options, io);
     const target = redisTarget(options, io.env);
     const replicasText = options.string("replicas");
     const durability =

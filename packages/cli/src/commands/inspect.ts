@@ -1,13 +1,13 @@
 import { ago, errorText, leaseText, stateMeaning } from "@once/core/internal";
-import { RedisStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { keyArgument } from "../key-argument.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { jsonText, recordJson } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, serverNow, storePrefix, withRedis } from "../redis-connection.js";
+import { storePrefix } from "../redis-connection.js";
 import { renderTable, truncate } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 const SHOWN_CHARS = 200;
 
@@ -28,17 +28,16 @@ export const inspectCommand: Command = {
   async run({ io, options, positionals }) {
     const prefix = storePrefix(options);
     const { key, derivedFrom } = keyArgument(positionals, options, prefix);
-    const target = redisTarget(options, io.env);
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const store = await RedisStore.create({ redis, prefix, checks: false });
-      const record = await store.get(key);
-      const now = await serverNow(redis);
+    return withStore(options, io, async (session) => {
+      const record = await session.operator.get(key);
+      const now = await session.operator.now();
       if (options.flag("json")) {
         io.stdout.write(
           jsonText({
             key,
-            redisKey: prefix + key,
+            ...(session.backend === "redis"
+              ? { redisKey: session.locate(key) }
+              : { stored: session.locate(key) }),
             ...(derivedFrom === undefined ? {} : { derivedFrom }),
             found: record !== undefined,
             serverTime: now,
@@ -48,8 +47,8 @@ export const inspectCommand: Command = {
       }
       if (record === undefined) {
         io.stderr.write(
-          `no record for key ${key} under prefix ${JSON.stringify(prefix)} on ${target.label}` +
-            " (never claimed, expired after its retention, or another prefix?)\n",
+          `no record for key ${key} ${session.where} on ${session.label}` +
+            ` (never claimed, expired after its retention, or another ${session.backend === "redis" ? "prefix" : "schema"}?)\n`,
         );
         return ExitCode.problem;
       }
@@ -63,7 +62,7 @@ export const inspectCommand: Command = {
         ]);
       }
       rows.push(
-        ["redis key", prefix + key],
+        [session.backend === "redis" ? "redis key" : "stored", session.locate(key)],
         ["state", `${record.state} — ${stateMeaning(record, now)}`],
         ["phase", record.phase],
         ["fence", String(record.fence)],
@@ -92,7 +91,7 @@ export const inspectCommand: Command = {
       // The header row says nothing a reader needs here.
       io.stdout.write(`${table.split("\n").slice(1).join("\n")}\n`);
       if (record.state === "unknown") {
-        const where = prefix === "once:" ? "" : ` --prefix ${prefix}`;
+        const where = whereOptions(options, prefix);
         io.stdout.write(
           `\nnext: find out whether the effect happened, then\n` +
             `  once resolve ${key}${where} --applied --result '<json>' --why '…'\n` +
@@ -112,4 +111,13 @@ function iso(ms: number): string {
 function shown(text: string): string {
   const length = [...text].length;
   return length <= SHOWN_CHARS ? text : `${truncate(text, SHOWN_CHARS)} (${length} chars; --json for all)`;
+}
+
+/** The options that name the same store again, for the commands `inspect` suggests. */
+function whereOptions(options: Parameters<Command["run"]>[0]["options"], prefix: string): string {
+  const postgres = options.string("postgres-url");
+  if (postgres === undefined) return prefix === "once:" ? "" : ` --prefix ${prefix}`;
+  const schema = options.string("schema");
+  const tablePrefix = options.string("table-prefix");
+  return ` --postgres-url '${postgres}'${schema === undefined ? "" : ` --schema ${schema}`}${tablePrefix === undefined ? "" : ` --table-prefix ${tablePrefix}`}`;
 }

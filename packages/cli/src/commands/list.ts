@@ -1,6 +1,5 @@
 import { RECORD_STATES, type RecordState } from "@once/core";
 import { ago, leaseText } from "@once/core/internal";
-import { RedisOperatorStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
@@ -8,8 +7,9 @@ import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
 import { jsonText, recordJson } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, storePrefix, withRedis } from "../redis-connection.js";
+import { storePrefix } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 const DEFAULT_LIMIT = 100;
 
@@ -41,13 +41,9 @@ export const listCommand: Command = {
     const olderThan = option(options.string("older-than"), (t) => parseDuration("--older-than", t));
     const limit = option(options.string("limit"), (t) => positiveInteger("--limit", t)) ?? DEFAULT_LIMIT;
     const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env);
-
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const operator = new RedisOperatorStore({ redis, prefix, label: target.label });
+    return withStore(options, io, async (session) => {
       // One match more than asked: whether there are more is then known without a second scan.
-      const page = await operator.list({
+      const page = await session.operator.list({
         states: states as RecordState[],
         tools,
         ...(olderThan === undefined ? {} : { olderThanMs: olderThan }),
@@ -60,8 +56,8 @@ export const listCommand: Command = {
       if (options.flag("json")) {
         io.stdout.write(
           jsonText({
-            prefix,
-            target: target.label,
+            ...(session.backend === "redis" ? { prefix } : { where: session.where }),
+            target: session.label,
             serverTime: now,
             filters: { states, tools, ...(olderThan === undefined ? {} : { olderThanMs: olderThan }) },
             limit,
@@ -91,10 +87,11 @@ export const listCommand: Command = {
         );
       }
       const what = describeFilters(states, tools, olderThan);
+      const where = session.backend === "redis" ? `under ${JSON.stringify(prefix)}` : session.where;
       io.stdout.write(
         complete
-          ? `${records.length} record${records.length === 1 ? "" : "s"}${what} under ${JSON.stringify(prefix)} (every key scanned)\n`
-          : `the first ${records.length} records${what} SCAN found under ${JSON.stringify(prefix)}; there are more (raise --limit)\n`,
+          ? `${records.length} record${records.length === 1 ? "" : "s"}${what} ${where} (every ${session.backend === "redis" ? "key scanned" : "record read"})\n`
+          : `the first ${records.length} records${what} ${session.backend === "redis" ? "SCAN" : "the scan"} found ${where}; there are more (raise --limit)\n`,
       );
       if (skipped > 0) {
         io.stdout.write(

@@ -7,7 +7,6 @@ import {
   type ResolveDecision,
 } from "@once/core";
 import { ago, errorText, formatDuration, resolveRefusal } from "@once/core/internal";
-import { RedisOperatorStore } from "@once/redis";
 import { askYes } from "../ask.js";
 import type { Command } from "../command.js";
 import { parseDuration } from "../durations.js";
@@ -18,14 +17,9 @@ import { loadTools } from "../load-tools.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import type { ParsedOptions } from "../parse-command-line.js";
 import { jsonText, recordJson } from "../record-view.js";
-import {
-  assertNotClusterNode,
-  interactive,
-  redisTarget,
-  storePrefix,
-  withRedis,
-} from "../redis-connection.js";
+import { interactive, storePrefix } from "../redis-connection.js";
 import { truncate } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 /** `once resolve`: an operator's way out of `unknown`, fenced against the record read just before. */
 export const resolveCommand: Command = {
@@ -84,16 +78,14 @@ export const resolveCommand: Command = {
     }
     const toolsModule = options.string("tools");
     const tools = toolsModule === undefined ? undefined : await loadTools(toolsModule, io.cwd);
-    const target = redisTarget(options, io.env);
     const json = options.flag("json");
 
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const operator = new RedisOperatorStore({ redis, prefix, label: target.label });
+    return withStore(options, io, async (session) => {
+      const { operator } = session;
       const record = await operator.get(key);
       const now = await operator.now();
       if (record === undefined) {
-        return refuse(`no record for key ${key} under prefix ${JSON.stringify(prefix)} on ${target.label}`);
+        return refuse(`no record for key ${key} ${session.where} on ${session.label}`);
       }
       const refusal = resolveRefusal(record, undefined);
       if (refusal !== undefined) return refuse(`refused: ${refusal}. Nothing changed`, record);
@@ -119,7 +111,7 @@ export const resolveCommand: Command = {
       });
       if (outcome.outcome !== "resolved") {
         return refuse(
-          `refused by Redis: ${outcome.reason}. Nothing changed; inspect the record and try again`,
+          `refused by ${session.backend === "redis" ? "Redis" : "PostgreSQL"}: ${outcome.reason}. Nothing changed; inspect the record and try again`,
           record,
         );
       }

@@ -1,13 +1,13 @@
 import { RECORD_STATES } from "@once/core";
-import { RedisOperatorStore } from "@once/redis";
 import type { Command } from "../command.js";
 import { formatDuration } from "../durations.js";
 import { ExitCode } from "../exit-code.js";
 import { CONNECTION_OPTIONS } from "../options.js";
 import { positiveInteger } from "../positive-integer.js";
 import { jsonText } from "../record-view.js";
-import { assertNotClusterNode, redisTarget, storePrefix, withRedis } from "../redis-connection.js";
+import { storePrefix } from "../redis-connection.js";
 import { renderTable } from "../render-table.js";
+import { withStore } from "../store-session.js";
 
 const DEFAULT_SAMPLE = 10_000;
 
@@ -26,21 +26,20 @@ export const statsCommand: Command = {
     const sampleText = options.string("sample");
     const sample = sampleText === undefined ? DEFAULT_SAMPLE : positiveInteger("--sample", sampleText);
     const prefix = storePrefix(options);
-    const target = redisTarget(options, io.env);
-    return withRedis(target, async (redis) => {
-      await assertNotClusterNode(redis, target);
-      const counts = await new RedisOperatorStore({ redis, prefix, label: target.label }).count({ sample });
+    return withStore(options, io, async (session) => {
+      const counts = await session.operator.count({ sample });
       const { now, byState: total, skipped, expiredLeases, oldestUnknownAt: oldestUnknown } = counts;
       const complete = !counts.sampled;
       const read = counts.records;
       const dbsize = counts.totalKeys ?? 0;
       const tools = Object.entries(counts.byTool);
+      const redis = session.backend === "redis";
 
       if (options.flag("json")) {
         io.stdout.write(
           jsonText({
-            prefix,
-            target: target.label,
+            ...(redis ? { prefix } : { where: session.where }),
+            target: session.label,
             serverTime: now,
             sampled: !complete,
             records: read,
@@ -56,10 +55,10 @@ export const statsCommand: Command = {
         return ExitCode.ok;
       }
       const out = [
-        `once stats: prefix ${JSON.stringify(prefix)} on ${target.label}`,
+        `once stats: ${redis ? `prefix ${JSON.stringify(prefix)}` : session.where} on ${session.label}`,
         complete
-          ? `every record read: ${read} record${read === 1 ? "" : "s"} (DBSIZE ${dbsize} keys in all)`
-          : `sampled ${read} of ~${dbsize} keys (DBSIZE counts every key in the database, not only once's): the counts below are of the sample`,
+          ? `every record read: ${read} record${read === 1 ? "" : "s"} (${redis ? "DBSIZE " : ""}${dbsize} ${await session.size()})`
+          : `sampled ${read} of ~${dbsize} ${redis ? "keys (DBSIZE counts every key in the database, not only once's)" : await session.size()}: the counts below are of the sample`,
         "",
         renderTable(
           ["state", "records", "share"],

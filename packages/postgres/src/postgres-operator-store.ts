@@ -1,0 +1,143 @@
+import type {
+  ListRequest,
+  OnceRecord,
+  OperatorResolveRequest,
+  OperatorStore,
+  RecordCounts,
+  RecordPage,
+  ResolveResult,
+} from "@once/core";
+import { matchesFilter, RecordTally, resolveRefusal, retentionOf } from "@once/core/internal";
+import type { Pool } from "pg";
+import { PostgresStore } from "./postgres-store.js";
+
+export interface PostgresOperatorStoreOptions {
+  /** The pool; never ended by the store. */
+  pool: Pool;
+  /** The PostgresStore's schema. Default `"once"`. */
+  schema?: string;
+  /** The PostgresStore's table prefix. Default `""`. */
+  tablePrefix?: string;
+  /** Where the records are, for people (`label`). Never put a password here. Default the schema and table. */
+  label?: string;
+  /** How long one call waits for PostgreSQL before StoreUnavailableError. Default 5000 ms. */
+  timeoutMs?: number;
+}
+
+const DEFAULT_SAMPLE = 10_000;
+
+/**
+ * The records of a PostgresStore as an operator sees them: listed and counted in key order with keyset pages
+ * (the cursor is the last key looked at), read and resolved through the store's own functions. Build it with
+ * {@link PostgresOperatorStore.create}: it needs the schema at this build's version and migrates nothing.
+ */
+export class PostgresOperatorStore implements OperatorStore {
+  readonly label: string;
+  readonly schema: string;
+  readonly tablePrefix: string;
+  readonly #pool: Pool;
+  readonly #timeoutMs: number;
+  readonly #reader: PostgresStore;
+
+  private constructor(options: PostgresOperatorStoreOptions, reader: PostgresStore) {
+    this.#pool = options.pool;
+    this.schema = options.schema ?? "once";
+    this.tablePrefix = options.tablePrefix ?? "";
+    this.#timeoutMs = options.timeoutMs ?? 5_000;
+    this.#reader = reader;
+    this.label = options.label ?? `PostgreSQL ${this.schema}.${this.tablePrefix}records`;
+  }
+
+  static async create(options: PostgresOperatorStoreOptions): Promise<PostgresOperatorStore> {
+    const reader = await PostgresStore.create({
+      pool: options.pool,
+      schema: options.schema ?? "once",
+      tablePrefix: options.tablePrefix ?? "",
+      migrate: false,
+      checks: false,
+      timeoutMs: options.timeoutMs ?? 5_000,
+    });
+    return new PostgresOperatorStore(options, reader);
+  }
+
+  now(): Promise<number> {
+    return this.#reader.now();
+  }
+
+  get(key: string): Promise<OnceRecord | undefined> {
+    return this.#reader.get(key);
+  }
+
+  /** Rows of the records table, expired ones not yet swept included. */
+  size(): Promise<{ rows: number; expired: number }> {
+    return this.#reader.size();
+  }
+
+  async list(request: ListRequest): Promise<RecordPage> {
+    const now = await this.now();
+    const records: OnceRecord[] = [];
+    let examined = 0;
+    let last: string | undefined;
+    let exhausted = true;
+    const batchSize = Math.min(500, Math.max(1, request.limit));
+    for await (const record of this.#reader.scan({
+      batchSize,
+      ...(request.cursor === undefined ? {} : { after: request.cursor }),
+    })) {
+      examined++;
+      last = record.key;
+      if (matchesFilter(record, request, now)) records.push(record);
+      if (
+        records.length >= request.limit ||
+        (request.maxExamined !== undefined && examined >= request.maxExamined)
+      ) {
+        exhausted = false;
+        break;
+      }
+    }
+    const cursor = exhausted ? undefined : last;
+    return { records, examined, skipped: 0, now, ...(cursor === undefined ? {} : { cursor }) };
+  }
+
+  async count(options: { sample?: number } = {}): Promise<RecordCounts> {
+    const sample = options.sample ?? DEFAULT_SAMPLE;
+    const now = await this.now();
+    const tally = new RecordTally(now);
+    let sampled = false;
+    for await (const record of this.#reader.scan()) {
+      if (tally.records >= sample) {
+        sampled = true;
+        break;
+      }
+      tally.add(record);
+    }
+    const { rows } = await this.size();
+    return tally.counts({ sampled, skipped: 0, totalKeys: rows });
+  }
+
+  async resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
+    const record = await this.get(key);
+    const refusal = resolveRefusal(record, request.expectFence);
+    if (record === undefined || refusal !== undefined)
+      return { outcome: "refused", reason: refusal ?? "no record", record };
+    const { retentionMs, ...resolve } = request;
+    const store = await PostgresStore.create({
+      pool: this.#pool,
+      schema: this.schema,
+      tablePrefix: this.tablePrefix,
+      migrate: false,
+      checks: false,
+      timeoutMs: this.#timeoutMs,
+      retentionMs: retentionMs ?? retentionOf(record, await this.now()),
+    });
+    // Fenced on the fence just read: a record that changed in between is refused by the function.
+    const outcome = await store.resolve(key, {
+      ...resolve,
+      expectFence: request.expectFence ?? record.fence,
+    });
+    const after = await store.get(key);
+    if (outcome.outcome === "ok") return { outcome: "resolved", fence: outcome.fence, record: after };
+    const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
+    return { outcome: "refused", reason, record: after };
+  }
+}
