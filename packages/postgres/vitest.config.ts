@@ -1,3 +1,3 @@
 import { packageTestConfig } from "../../vitest.shared.ts";
 
-export default packageTestConfig();
+export default packageTestConfig({ globalSetup: ["@once/support/global-setup"] });

@@ -15,8 +15,10 @@ import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:
 import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
+import { portIsFree } from "./free-port.js";
 import { CLUSTER_HOME_PREFIX, makeOwnedTempDir, OWNER_FILE, ownedClusterDir, ownerPid } from "./owned-dir.js";
 import { pingRedis } from "./ping-redis.js";
+import { type PostgresServerHandle, startPostgresServer } from "./postgres-server.js";
 import { isRedisServerProcess, processAlive } from "./process-alive.js";
 import { parseRedisUrl, redisUrl } from "./redis-address.js";
 import { startRedisCluster, stopRedisCluster } from "./redis-cluster.js";
@@ -162,6 +164,25 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw error;
   }
 
+  // PostgreSQL for the suites that use it, the way Redis is found: POSTGRES_URL, else a server on
+  // 127.0.0.1:5432, else a throwaway one of ours (its binaries must be installed: the error says so).
+  let ownPostgres: PostgresServerHandle | undefined;
+  if (process.env.POSTGRES_URL === undefined && (await portIsFree(5432))) {
+    try {
+      ownPostgres = await startPostgresServer();
+    } catch (error) {
+      reapRegisteredServers(registry);
+      throw new Error(
+        `no PostgreSQL on 127.0.0.1:5432 and none could be started: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    process.env.POSTGRES_URL = ownPostgres.url;
+    say(`no PostgreSQL on 127.0.0.1:5432: started one at ${ownPostgres.url}`);
+  }
+
   // <tmp>/once-cluster-XXXX/{owner.json, cluster/}: the cluster wants an empty or missing dir of its own.
   let clusterHome: string | undefined;
   const existing = process.env.REDIS_CLUSTER_NODES?.trim();
@@ -180,12 +201,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
     } catch (error) {
       await stopRedisCluster(clusterDir).catch(() => {});
       rmSync(clusterHome, { recursive: true, force: true });
+      await ownPostgres?.stop().catch(() => {});
       reapRegisteredServers(registry);
       throw error;
     }
   }
 
   return async () => {
+    if (ownPostgres) {
+      await ownPostgres.stop();
+      delete process.env.POSTGRES_URL;
+    }
     if (ownRedis) {
       await ownRedis.stop();
       delete process.env.REDIS_URL;
