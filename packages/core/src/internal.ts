@@ -7,6 +7,7 @@ export {
   emptyStateCounts,
   matchesFilter,
   RecordTally,
+  resolveFenced,
   resolveRefusal,
   retentionOf,
 } from "./operator-store.js";

@@ -1,4 +1,10 @@
-import { DEFAULT_RETENTION_MS, type OnceRecord, type RecordState, type ResolveRequest } from "./store.js";
+import {
+  DEFAULT_RETENTION_MS,
+  type OnceRecord,
+  type OnceStore,
+  type RecordState,
+  type ResolveRequest,
+} from "./store.js";
 
 // What an operator's tools (the `once` command, the console) need from a store beyond the transitions of
 // OnceStore: read records by filter with a cursor, count them, resolve an unknown one. A store implements
@@ -172,4 +178,28 @@ export function resolveRefusal(
   if (expectFence !== undefined && record.fence !== expectFence)
     return `the record moved on (fence ${record.fence}, ${expectFence} seen)`;
   return undefined;
+}
+
+/**
+ * An operator's resolution, the same on every store: refused before it is tried when `resolveRefusal` says so,
+ * else written through `storeFor(retentionMs)` — the store opened with the record's own retention kept —
+ * fenced on the fence just read, so a record that changed in between is refused by the store itself.
+ */
+export async function resolveFenced(
+  operator: Pick<OperatorStore, "get" | "now">,
+  storeFor: (retentionMs: number) => Promise<Pick<OnceStore, "resolve" | "get">>,
+  key: string,
+  request: OperatorResolveRequest,
+): Promise<ResolveResult> {
+  const record = await operator.get(key);
+  const refusal = resolveRefusal(record, request.expectFence);
+  if (record === undefined || refusal !== undefined)
+    return { outcome: "refused", reason: refusal ?? "no record", record };
+  const { retentionMs, ...resolve } = request;
+  const store = await storeFor(retentionMs ?? retentionOf(record, await operator.now()));
+  const outcome = await store.resolve(key, { ...resolve, expectFence: request.expectFence ?? record.fence });
+  const after = await store.get(key);
+  if (outcome.outcome === "ok") return { outcome: "resolved", fence: outcome.fence, record: after };
+  const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
+  return { outcome: "refused", reason, record: after };
 }

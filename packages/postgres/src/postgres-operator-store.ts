@@ -7,7 +7,7 @@ import type {
   RecordPage,
   ResolveResult,
 } from "@once/core";
-import { matchesFilter, RecordTally, resolveRefusal, retentionOf } from "@once/core/internal";
+import { matchesFilter, RecordTally, resolveFenced } from "@once/core/internal";
 import type { Pool } from "pg";
 import { PostgresStore } from "./postgres-store.js";
 
@@ -115,29 +115,21 @@ export class PostgresOperatorStore implements OperatorStore {
     return tally.counts({ sampled, skipped: 0, totalKeys: rows });
   }
 
-  async resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
-    const record = await this.get(key);
-    const refusal = resolveRefusal(record, request.expectFence);
-    if (record === undefined || refusal !== undefined)
-      return { outcome: "refused", reason: refusal ?? "no record", record };
-    const { retentionMs, ...resolve } = request;
-    const store = await PostgresStore.create({
-      pool: this.#pool,
-      schema: this.schema,
-      tablePrefix: this.tablePrefix,
-      migrate: false,
-      checks: false,
-      timeoutMs: this.#timeoutMs,
-      retentionMs: retentionMs ?? retentionOf(record, await this.now()),
-    });
-    // Fenced on the fence just read: a record that changed in between is refused by the function.
-    const outcome = await store.resolve(key, {
-      ...resolve,
-      expectFence: request.expectFence ?? record.fence,
-    });
-    const after = await store.get(key);
-    if (outcome.outcome === "ok") return { outcome: "resolved", fence: outcome.fence, record: after };
-    const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
-    return { outcome: "refused", reason, record: after };
+  resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
+    return resolveFenced(
+      this,
+      (retentionMs) =>
+        PostgresStore.create({
+          pool: this.#pool,
+          schema: this.schema,
+          tablePrefix: this.tablePrefix,
+          migrate: false,
+          checks: false,
+          timeoutMs: this.#timeoutMs,
+          retentionMs,
+        }),
+      key,
+      request,
+    );
   }
 }

@@ -8,7 +8,7 @@ import {
   type ResolveResult,
   StoreUnavailableError,
 } from "@once/core";
-import { matchesFilter, RecordTally, resolveRefusal, retentionOf } from "@once/core/internal";
+import { matchesFilter, RecordTally, resolveFenced } from "@once/core/internal";
 import type { Cluster, Redis } from "ioredis";
 import { RedisStore } from "./redis-store.js";
 import { type RecordBatch, scanRecordBatches } from "./scan-records.js";
@@ -110,28 +110,20 @@ export class RedisOperatorStore implements OperatorStore {
     return tally.counts({ sampled, skipped, totalKeys });
   }
 
-  async resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
-    const record = await this.get(key);
-    const refusal = resolveRefusal(record, request.expectFence);
-    if (record === undefined || refusal !== undefined)
-      return { outcome: "refused", reason: refusal ?? "no record", record };
-    const { retentionMs, ...resolve } = request;
-    const store = await RedisStore.create({
-      redis: this.#redis,
-      prefix: this.prefix,
-      checks: false,
-      timeoutMs: this.#timeoutMs,
-      retentionMs: retentionMs ?? retentionOf(record, await this.now()),
-    });
-    // Fenced on the fence just read: a record that changed in between is refused by the script.
-    const outcome = await store.resolve(key, {
-      ...resolve,
-      expectFence: request.expectFence ?? record.fence,
-    });
-    const after = await store.get(key);
-    if (outcome.outcome === "ok") return { outcome: "resolved", fence: outcome.fence, record: after };
-    const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
-    return { outcome: "refused", reason, record: after };
+  resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
+    return resolveFenced(
+      this,
+      (retentionMs) =>
+        RedisStore.create({
+          redis: this.#redis,
+          prefix: this.prefix,
+          checks: false,
+          timeoutMs: this.#timeoutMs,
+          retentionMs,
+        }),
+      key,
+      request,
+    );
   }
 
   /** The scan's batches, each round trip bounded by the store's timeout. */
