@@ -2,5 +2,5 @@ import { packageTestConfig } from "../../vitest.shared.ts";
 
 export default packageTestConfig({
   globalSetup: ["@once/support/global-setup"],
-  testTimeout: 30_000,
+  testTimeout: 60_000,
 });
