@@ -56,7 +56,11 @@ async function main(): Promise<void> {
 
     if (want("throughput")) {
       log(`throughput: ${options.rounds} rounds of ${options.jobs} jobs per side`);
-      const sides: WorkerSide[] = [{ name: "raw" }];
+      const sides: WorkerSide[] = [
+        { name: "raw" },
+        { name: "floor", floorScripts: 2 },
+        { name: "floor replay", floorScripts: 1 },
+      ];
       for (const build of builds) {
         const name = build.label;
         sides.push({ name, build }, { name: `${name} replay`, build, replay: true });

@@ -1,6 +1,7 @@
 import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, Worker } from "bullmq";
+import type { Redis } from "ioredis";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { interleave } from "./interleave.js";
 import { profiled } from "./profiler.js";
@@ -15,6 +16,12 @@ export interface WorkerSide {
   replay?: boolean;
   /** Give the store's ioredis client `enableAutoPipelining` (commands of one tick go in one write). */
   autoPipelining?: boolean;
+  /**
+   * The floor: the raw processor plus this many bare `EVALSHA` (a script that returns 1) per job on a
+   * connection of their own, one before the effect and one after: what any claim-before / complete-after
+   * protocol pays at least (2), or a replay (1).
+   */
+  floorScripts?: 1 | 2;
 }
 
 export interface SideFigures {
@@ -68,6 +75,9 @@ export async function compareWorkers(
     return entry.store;
   };
   const queueConnection = ctx.target.connect({ forWorker: true });
+  // The floor's connection, as once's store has its own.
+  const floorConnection = ctx.target.connect();
+  const floorSha = String(await floorConnection.script("LOAD", "return 1"));
   const bullPrefix = `${ctx.prefix}bull`;
   let serial = 0;
 
@@ -114,7 +124,9 @@ export async function compareWorkers(
     const processor =
       side.build && onceStore
         ? side.build.createCallProcessor({ store: onceStore, tools: [tool] })
-        : async (_job: Job) => RESULT_100;
+        : side.floorScripts
+          ? floorProcessor(floorConnection, floorSha, side.floorScripts)
+          : async (_job: Job) => RESULT_100;
     const connection = ctx.target.connect({ forWorker: true });
     const worker = new Worker(queueName, processor, {
       connection,
@@ -174,6 +186,16 @@ export async function compareWorkers(
     return { concurrency, jobs, sides };
   } finally {
     await queueConnection.quit();
+    await floorConnection.quit();
     for (const { close } of stores.values()) await close();
   }
+}
+
+/** The raw processor with `scripts` bare EVALSHA on the job's key around its effect (none here: a no-op). */
+function floorProcessor(redis: Redis, sha: string, scripts: 1 | 2) {
+  return async (job: Job) => {
+    await redis.evalsha(sha, 1, job.id as string);
+    if (scripts === 2) await redis.evalsha(sha, 1, job.id as string);
+    return RESULT_100;
+  };
 }
