@@ -3,6 +3,7 @@ import { redisServerBin } from "@once/support";
 
 export const SECTIONS = [
   "throughput",
+  "parts",
   "store",
   "roundTrips",
   "memory",

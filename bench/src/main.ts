@@ -12,6 +12,7 @@ import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
 import { compareDurability } from "./durability.js";
 import { compareClaimLatency } from "./latency.js";
 import { measureMemory } from "./memory.js";
+import { measureParts } from "./parts.js";
 import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
 import { type Results, toJson, toTable } from "./report.js";
 import { countRoundTrips } from "./round-trips.js";
@@ -72,6 +73,10 @@ async function main(): Promise<void> {
         jobs: options.jobs,
         rounds: options.rounds,
       });
+    }
+    if (want("parts")) {
+      log(`parts: ${options.rounds} profiled rounds of ${options.jobs} jobs per side, and each script alone`);
+      results.parts = await measureParts(ctx, { jobs: options.jobs, rounds: options.rounds });
     }
     if (want("store")) {
       results.store = [];

@@ -2,6 +2,7 @@ import type { AgentTurnFigures } from "./agent-turns.js";
 import type { DurabilityFigures } from "./durability.js";
 import type { LatencyFigures } from "./latency.js";
 import type { MemoryFigures } from "./memory.js";
+import { PARTS, type PartsFigures } from "./parts.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
 import type { StoreComparison } from "./store-bench.js";
@@ -13,6 +14,7 @@ export interface Results {
   settings: Record<string, unknown>;
   builds: string[];
   throughput?: WorkerComparison;
+  parts?: PartsFigures;
   store?: StoreComparison[];
   roundTrips?: RoundTrips;
   memory?: MemoryFigures;
@@ -130,6 +132,7 @@ export function toJson(results: Results): Record<string, unknown> {
       ),
     };
   }
+  if (results.parts) json.parts = results.parts;
   if (results.store) {
     const at = (c: number) => results.store?.find((s) => s.concurrency === c);
     const head = at(50) ?? results.store[results.store.length - 1];
@@ -238,6 +241,7 @@ function goals(results: Results) {
 
 const n0 = (v: number | undefined) =>
   v === undefined || Number.isNaN(v) ? "-" : Math.round(v).toLocaleString("en-US");
+const n1 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(1));
 const n2 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(2));
 const n3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(3));
 
@@ -275,6 +279,43 @@ export function toTable(results: Results): string {
           n0(s.redisCpuUsPerJob),
           n2(s.eventLoop),
         ]),
+      ),
+    );
+  }
+  const parts = results.parts;
+  if (parts) {
+    const sides = Object.keys(parts.nodeUs);
+    const floor = parts.nodeUs.floor;
+    out.push(
+      "",
+      `Node CPU per job by part, us (profiled: ${n0(parts.jobs)} jobs per side per round, concurrency 50, medians; ` +
+        "the profiler's own work left out)",
+    );
+    const total = (side: string) => PARTS.reduce((a, p) => a + (parts.nodeUs[side]?.[p] ?? 0), 0);
+    out.push(
+      table(
+        ["part", ...sides, ...sides.filter((s) => s !== "floor").map((s) => `${s} - floor`)],
+        [...PARTS, "total"].map((p) => {
+          const of = (side: string) =>
+            p === "total" ? total(side) : (parts.nodeUs[side]?.[p as (typeof PARTS)[number]] ?? 0);
+          return [
+            p,
+            ...sides.map((s) => n1(of(s))),
+            ...sides.filter((s) => s !== "floor").map((s) => n1(of(s) - (floor ? of("floor") : Number.NaN))),
+          ];
+        }),
+      ),
+    );
+    out.push(
+      "",
+      "Redis per script call, alone (50 in flight): server CPU us per call / the script's own us (commandstats)",
+    );
+    out.push(
+      table(
+        ["build", "script", "Redis CPU us/call", "script us/call"],
+        Object.entries(parts.scripts).flatMap(([build, costs]) =>
+          Object.entries(costs).map(([script, c]) => [build, script, n1(c.redisCpuUs), n1(c.scriptUs)]),
+        ),
       ),
     );
   }

@@ -4,6 +4,7 @@ import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { interleave } from "./interleave.js";
+import type { CpuProfile } from "./parts.js";
 import { profiled } from "./profiler.js";
 import { median } from "./stats.js";
 import { type Usage, withUsage } from "./usage.js";
@@ -52,7 +53,14 @@ const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: true } as const;
  */
 export async function compareWorkers(
   ctx: BenchContext,
-  settings: { sides: readonly WorkerSide[]; concurrency: number; jobs: number; rounds: number },
+  settings: {
+    sides: readonly WorkerSide[];
+    concurrency: number;
+    jobs: number;
+    rounds: number;
+    /** Profile every timed run and hand each profile here (warm-up passes are not profiled). */
+    onProfile?: (side: string, jobs: number, profile: CpuProfile, usage: Usage) => void;
+  },
 ): Promise<WorkerComparison> {
   const { concurrency, jobs, rounds } = settings;
   const tool = noopEffectTool();
@@ -81,7 +89,11 @@ export async function compareWorkers(
   const bullPrefix = `${ctx.prefix}bull`;
   let serial = 0;
 
-  const runSide = async (side: WorkerSide, jobs: number): Promise<{ jobsPerSec: number; usage: Usage }> => {
+  const runSide = async (
+    side: WorkerSide,
+    jobs: number,
+    timed = true,
+  ): Promise<{ jobsPerSec: number; usage: Usage }> => {
     const id = serial++;
     const queueName = `c${concurrency}-${id}`;
     const taskId = `${ctx.prefix}${queueName}`;
@@ -146,13 +158,24 @@ export async function compareWorkers(
       });
     });
     await worker.waitUntilReady();
+    let profile: CpuProfile | undefined;
     try {
       const { usage } = await withUsage(ctx.probe, () =>
-        profiled(ctx.options.profileDir, `${side.name}-c${concurrency}-${id}`, async () => {
-          void worker.run();
-          await finished;
-        }),
+        profiled(
+          ctx.options.profileDir,
+          `${side.name}-c${concurrency}-${id}`,
+          async () => {
+            void worker.run();
+            await finished;
+          },
+          timed && settings.onProfile
+            ? (p) => {
+                profile = p;
+              }
+            : undefined,
+        ),
       );
+      if (profile) settings.onProfile?.(side.name, jobs, profile, usage);
       return { jobsPerSec: jobs / usage.seconds, usage };
     } catch (error) {
       throw new Error(`${side.name}: a job failed: ${failure?.message ?? error}`, { cause: error });
@@ -166,7 +189,7 @@ export async function compareWorkers(
 
   try {
     // One small untimed pass per side warms the JIT, the scripts and the connections.
-    for (const side of settings.sides) await runSide(side, Math.min(jobs, 1_000));
+    for (const side of settings.sides) await runSide(side, Math.min(jobs, 1_000), false);
     const names = settings.sides.map((s) => s.name);
     const bySide = new Map(settings.sides.map((s) => [s.name, s]));
     const results = await interleave(names, rounds, (name) => runSide(bySide.get(name) as WorkerSide, jobs));
