@@ -39,7 +39,7 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
   const leaseUntil = fields.get("lease_until");
   if (leaseUntil !== undefined) record.leaseUntil = Number(leaseUntil);
   const result = fields.get("result");
-  if (result !== undefined) record.result = result;
+  if (result !== undefined) record.result = result + laterParts(fields);
   const error = fields.get("error");
   if (error !== undefined) record.error = JSON.parse(error) as StoredError;
   const trace = fields.get("trace");
@@ -56,4 +56,15 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
   // -1 would mean no expiry: every transition sets one, so only a hand-edited record lacks it.
   if (pttl >= 0) record.ttlMs = pttl;
   return record;
+}
+
+/**
+ * A result the scripts keep in parts (`result`, `result2`, … and `result_parts`, each cut between UTF-8
+ * characters, so that a small record stays a listpack): the parts after the first, joined.
+ */
+function laterParts(fields: ReadonlyMap<string, string>): string {
+  const parts = Number(fields.get("result_parts") ?? 1);
+  let rest = "";
+  for (let i = 2; i <= parts; i++) rest += fields.get(`result${i}`) ?? "";
+  return rest;
 }

@@ -5,7 +5,10 @@
  */
 export function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`Redis did not answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     promise.then(
       (value) => {
         clearTimeout(timer);

@@ -12,7 +12,7 @@ import {
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { describeStoreConformance } from "../../../test/support/store-conformance.js";
-import { RedisScriptError, RedisStore, SCRIPT_VERSION } from "../src/index.js";
+import { RedisScriptError, RedisStore, SCRIPT_VERSION, scanRecords } from "../src/index.js";
 
 // Long enough that a record outlives any test, short enough that a crashed run leaves nothing for long.
 const RETENTION_MS = 10 * 60 * 1000;
@@ -106,6 +106,66 @@ describe("RedisStore on a standalone Redis", () => {
       expect(resolved.owner).toBeUndefined();
       expect(resolved.lease_until).toBeUndefined();
       expect(resolved.error).toBeUndefined();
+    });
+
+    it("keeps a result of up to 4 KB in parts of at most 64 bytes, cut between characters: the record stays a listpack", async () => {
+      const store = await RedisStore.create({ redis, prefix, retentionMs: 60_000 });
+      // Two-, three- and four-byte characters on every side of each 64-byte cut; then one over 4 KB.
+      const results = [
+        JSON.stringify({ id: "ch_1", pad: "x".repeat(80) }),
+        JSON.stringify({ text: "é€😀".repeat(40) }),
+        JSON.stringify({ text: "a€😀é".repeat(300) }),
+        JSON.stringify({ pad: "y".repeat(5_000) }),
+      ];
+      for (const result of results) {
+        const key = randomKey();
+        const claim = await store.claim(request(key, { phase: "effect" }));
+        if (claim.outcome !== "acquired") throw new Error(`expected acquired, got ${claim.outcome}`);
+        expect(await store.complete(key, claim.token, result)).toMatchObject({ outcome: "ok" });
+        const fields = await redis.hgetallBuffer(prefix + key);
+        const parts = Object.keys(fields).filter((f) => /^result\d*$/.test(f));
+        if (Buffer.byteLength(result) > 4096) {
+          expect(parts).toEqual(["result"]);
+          expect(await redis.object("ENCODING", prefix + key)).toBe("hashtable");
+        } else {
+          expect(Number(fields.result_parts)).toBe(parts.length);
+          for (const part of parts) {
+            expect(fields[part]?.length).toBeLessThanOrEqual(64);
+            // Each part is whole UTF-8 on its own: a reader that decodes the parts one by one loses nothing.
+            expect(Buffer.from(fields[part]?.toString("utf8") ?? "", "utf8")).toEqual(fields[part]);
+          }
+          expect(await redis.object("ENCODING", prefix + key)).toBe("listpack");
+        }
+        expect(await store.claim(request(key, { phase: "effect" }))).toMatchObject({
+          outcome: "replay",
+          result,
+        });
+        expect((await store.get(key))?.result).toBe(result);
+        const scanned: string[] = [];
+        for await (const record of scanRecords(redis, { prefix }))
+          if (record.key === key) scanned.push(record.result ?? "");
+        expect(scanned).toEqual([result]);
+      }
+    });
+
+    it("replays and reads a record written whole by an earlier version (one result field over 64 bytes)", async () => {
+      const store = await RedisStore.create({ redis, prefix, retentionMs: 60_000 });
+      const key = randomKey();
+      const result = JSON.stringify({ id: "ch_1", pad: "z".repeat(200) });
+      await redis.hset(prefix + key, {
+        fp: "fp",
+        tool: "charge_card",
+        fence: 1,
+        claims: 1,
+        created_at: 1,
+        state: "done",
+        phase: "effect",
+        updated_at: 2,
+        result,
+      });
+      await redis.pexpire(prefix + key, 60_000);
+      expect(await store.claim(request(key))).toMatchObject({ outcome: "replay", result, fence: 1 });
+      expect((await store.get(key))?.result).toBe(result);
     });
 
     it("takes time from the Redis server's clock, not the client's", async () => {

@@ -25,7 +25,8 @@ local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local r = redis.call('HMGET', key, 'state', 'phase', 'fence', 'lease_until', 'fp', 'tool', 'result', 'error', 'trace')
+local r = redis.call('HMGET', key, 'state', 'phase', 'fence', 'lease_until', 'fp', 'tool', 'result', 'error', 'trace',
+  'result2', 'result_parts')
 local state = r[1]
 
 local function grant(code, newState, from)
@@ -57,7 +58,20 @@ end
 if r[5] ~= ARGV[1] then return {7, r[6]} end
 
 local fence = tonumber(r[3])
-if state == 'done' then return {4, fence, r[7], r[9]} end
+if state == 'done' then
+  -- A result kept in parts (see complete): the first two are read above, any others here.
+  local result = r[7]
+  local parts = tonumber(r[11])
+  if parts then
+    result = result .. r[10]
+    if parts > 2 then
+      local names = {}
+      for i = 3, parts do names[#names + 1] = 'result' .. i end
+      result = result .. table.concat(redis.call('HMGET', key, unpack(names)))
+    end
+  end
+  return {4, fence, result, r[9]}
+end
 if state == 'failed' then return {5, fence, r[8], r[9]} end
 if state == 'released' then return grant(1, 'claimed') end
 if state == 'unknown' then return grant(3, 'reconciling', 'unknown') end

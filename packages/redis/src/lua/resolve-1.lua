@@ -15,6 +15,34 @@
     {10, fence}    ok
     {12, reason}   refused: no record, not unknown, or the fence moved on; nothing changed
 ]]
+-- The result in fields of at most 64 bytes ('result', 'result2', ... and 'result_parts' = their count when more
+-- than one), each cut between UTF-8 characters: Redis keeps a hash whose values are all that short as a
+-- listpack (hash-max-listpack-value 64), about half the memory of a hashtable. A result over 4 KB would need
+-- more fields than a listpack holds (hash-max-listpack-entries 128), so it stays one field.
+local function resultFields(text, fields)
+  if #text <= 64 or #text > 4096 then
+    fields[#fields + 1] = 'result'
+    fields[#fields + 1] = text
+    return
+  end
+  local n, at = 0, 1
+  while at <= #text do
+    local stop = math.min(at + 63, #text)
+    -- Back up over continuation bytes (10xxxxxx): the next part must start a character.
+    while stop < #text do
+      local b = string.byte(text, stop + 1)
+      if b < 128 or b >= 192 then break end
+      stop = stop - 1
+    end
+    n = n + 1
+    fields[#fields + 1] = n == 1 and 'result' or 'result' .. n
+    fields[#fields + 1] = string.sub(text, at, stop)
+    at = stop + 1
+  end
+  fields[#fields + 1] = 'result_parts'
+  fields[#fields + 1] = n
+end
+
 local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -42,7 +70,11 @@ local fence = tonumber(r[2]) + 1
 redis.call('HDEL', key, 'owner', 'lease_until', 'result', 'error')
 redis.call('HSET', key, 'state', state, 'fence', fence, 'res_as', decision, 'res_by', ARGV[3],
   'res_why', ARGV[4], 'res_at', now, 'updated_at', now)
-if state == 'done' then redis.call('HSET', key, 'result', ARGV[2]) end
+if state == 'done' then
+  local fields = {}
+  resultFields(ARGV[2], fields)
+  redis.call('HSET', key, unpack(fields))
+end
 if state == 'failed' then redis.call('HSET', key, 'error', ARGV[2]) end
 redis.call('PEXPIRE', key, ARGV[6])
 return {10, fence}
