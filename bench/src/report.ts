@@ -232,6 +232,14 @@ function goals(results: Results) {
       met: ratios.every((r) => r.ratio >= 1.5),
     };
   }
+  if (results.memory) {
+    const { bytesPerRecord, untracedBytesPerRecord } = results.memory;
+    out.doneRecordMemory = {
+      target: "<= 500 bytes",
+      measured: `traced ${bytesPerRecord}, untraced ${untracedBytesPerRecord}`,
+      met: bytesPerRecord <= 500 && untracedBytesPerRecord <= 500,
+    };
+  }
   if (results.latency) {
     const ratios = results.latency.map((l) => ({ concurrency: l.concurrency, ratio: l.p99Ratio }));
     out.claimP99VsSetNx = { target: "<= 1.5 x", measured: ratios, met: ratios.every((r) => r.ratio <= 1.5) };
@@ -377,7 +385,8 @@ export function toTable(results: Results): string {
       table(
         ["figure", "bytes"],
         [
-          ["MEMORY USAGE per record (median)", n0(mem.bytesPerRecord)],
+          ["MEMORY USAGE per record (median), traced", n0(mem.bytesPerRecord)],
+          ["MEMORY USAGE per record (median), untraced", n0(mem.untracedBytesPerRecord)],
           [`used_memory growth per record (${n0(mem.recordsMeasured)} records)`, n0(mem.usedMemoryPerRecord)],
           ["1M records, extrapolated", `${(mem.bytesFor1M / 2 ** 20).toFixed(0)} MiB`],
           ...(mem.listpackBytesPerRecord === undefined
@@ -476,7 +485,9 @@ export function toTable(results: Results): string {
             ? v.measured
                 .map((m: { concurrency: number; ratio: number }) => `c${m.concurrency}: ${n2(m.ratio)}`)
                 .join(", ")
-            : n2(v.measured as number),
+            : typeof v.measured === "string"
+              ? v.measured
+              : n2(v.measured as number),
           v.met ? "yes" : "NO",
         ]),
       ),

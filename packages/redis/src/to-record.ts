@@ -59,12 +59,11 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
 }
 
 /**
- * A result the scripts keep in parts (`result`, `result2`, … and `result_parts`, each cut between UTF-8
- * characters, so that a small record stays a listpack): the parts after the first, joined.
+ * A result the scripts keep in parts (`result`, `result2`, …, each cut between UTF-8 characters, so that a
+ * small record stays a listpack): the parts after the first, joined.
  */
 function laterParts(fields: ReadonlyMap<string, string>): string {
-  const parts = Number(fields.get("result_parts") ?? 1);
   let rest = "";
-  for (let i = 2; i <= parts; i++) rest += fields.get(`result${i}`) ?? "";
+  for (let i = 2; fields.has(`result${i}`); i++) rest += fields.get(`result${i}`);
   return rest;
 }

@@ -26,7 +26,7 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 local r = redis.call('HMGET', key, 'state', 'phase', 'fence', 'lease_until', 'fp', 'tool', 'result', 'error', 'trace',
-  'result2', 'result_parts')
+  'result2')
 local state = r[1]
 
 local function grant(code, newState, from)
@@ -59,15 +59,19 @@ if r[5] ~= ARGV[1] then return {7, r[6]} end
 
 local fence = tonumber(r[3])
 if state == 'done' then
-  -- A result kept in parts (see complete): the first two are read above, any others here.
+  -- A result kept in parts (see complete): the first two are read above; a part under 61 bytes is the last,
+  -- and a full second part means the rest are read in one more call.
   local result = r[7]
-  local parts = tonumber(r[11])
-  if parts then
+  if r[10] then
     result = result .. r[10]
-    if parts > 2 then
+    if #r[10] >= 61 then
       local names = {}
-      for i = 3, parts do names[#names + 1] = 'result' .. i end
-      result = result .. table.concat(redis.call('HMGET', key, unpack(names)))
+      for i = 3, 64 do names[#names + 1] = 'result' .. i end
+      local rest = redis.call('HMGET', key, unpack(names))
+      for i = 1, #names do
+        if not rest[i] then break end
+        result = result .. rest[i]
+      end
     end
   end
   return {4, fence, result, r[9]}

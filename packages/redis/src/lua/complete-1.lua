@@ -12,10 +12,11 @@
     {11}           lost: the token is not the owner's; nothing changed
     {12, reason}   refused: the state does not allow it; nothing changed
 ]]
--- The result in fields of at most 64 bytes ('result', 'result2', ... and 'result_parts' = their count when more
--- than one), each cut between UTF-8 characters: Redis keeps a hash whose values are all that short as a
--- listpack (hash-max-listpack-value 64), about half the memory of a hashtable. A result over 4 KB would need
--- more fields than a listpack holds (hash-max-listpack-entries 128), so it stays one field.
+-- The result in fields of at most 64 bytes ('result', 'result2', ...), each cut between UTF-8 characters:
+-- Redis keeps a hash whose values are all that short as a listpack (hash-max-listpack-value 64), about half
+-- the memory of a hashtable. Every part but the last is at least 61 bytes (a cut backs up over at most 3
+-- continuation bytes), so a reader knows a shorter part is the last. A result over 4 KB would need more
+-- fields than a listpack holds (hash-max-listpack-entries 128): it stays one field.
 local function resultFields(text, fields)
   if #text <= 64 or #text > 4096 then
     fields[#fields + 1] = 'result'
@@ -25,7 +26,6 @@ local function resultFields(text, fields)
   local n, at = 0, 1
   while at <= #text do
     local stop = math.min(at + 63, #text)
-    -- Back up over continuation bytes (10xxxxxx): the next part must start a character.
     while stop < #text do
       local b = string.byte(text, stop + 1)
       if b < 128 or b >= 192 then break end
@@ -36,8 +36,6 @@ local function resultFields(text, fields)
     fields[#fields + 1] = string.sub(text, at, stop)
     at = stop + 1
   end
-  fields[#fields + 1] = 'result_parts'
-  fields[#fields + 1] = n
 end
 
 local key = KEYS[1]
@@ -49,7 +47,8 @@ local r = redis.call('HMGET', key, 'owner', 'state', 'fence')
 if r[1] ~= ARGV[1] then return {11} end
 if r[2] ~= 'claimed' then return {12, 'state is ' .. r[2] .. ', not claimed'} end
 
-redis.call('HDEL', key, 'owner', 'lease_until', 'error')
+-- A done record needs no phase (a reader takes a missing one as effect): a smaller record.
+redis.call('HDEL', key, 'owner', 'lease_until', 'error', 'phase')
 local fields = {'state', 'done', 'updated_at', now}
 resultFields(ARGV[2], fields)
 redis.call('HSET', key, unpack(fields))

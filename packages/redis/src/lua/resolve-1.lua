@@ -15,10 +15,11 @@
     {10, fence}    ok
     {12, reason}   refused: no record, not unknown, or the fence moved on; nothing changed
 ]]
--- The result in fields of at most 64 bytes ('result', 'result2', ... and 'result_parts' = their count when more
--- than one), each cut between UTF-8 characters: Redis keeps a hash whose values are all that short as a
--- listpack (hash-max-listpack-value 64), about half the memory of a hashtable. A result over 4 KB would need
--- more fields than a listpack holds (hash-max-listpack-entries 128), so it stays one field.
+-- The result in fields of at most 64 bytes ('result', 'result2', ...), each cut between UTF-8 characters:
+-- Redis keeps a hash whose values are all that short as a listpack (hash-max-listpack-value 64), about half
+-- the memory of a hashtable. Every part but the last is at least 61 bytes (a cut backs up over at most 3
+-- continuation bytes), so a reader knows a shorter part is the last. A result over 4 KB would need more
+-- fields than a listpack holds (hash-max-listpack-entries 128): it stays one field.
 local function resultFields(text, fields)
   if #text <= 64 or #text > 4096 then
     fields[#fields + 1] = 'result'
@@ -28,7 +29,6 @@ local function resultFields(text, fields)
   local n, at = 0, 1
   while at <= #text do
     local stop = math.min(at + 63, #text)
-    -- Back up over continuation bytes (10xxxxxx): the next part must start a character.
     while stop < #text do
       local b = string.byte(text, stop + 1)
       if b < 128 or b >= 192 then break end
@@ -39,8 +39,6 @@ local function resultFields(text, fields)
     fields[#fields + 1] = string.sub(text, at, stop)
     at = stop + 1
   end
-  fields[#fields + 1] = 'result_parts'
-  fields[#fields + 1] = n
 end
 
 local key = KEYS[1]
@@ -74,6 +72,7 @@ if state == 'done' then
   local fields = {}
   resultFields(ARGV[2], fields)
   redis.call('HSET', key, unpack(fields))
+  redis.call('HDEL', key, 'phase')
 end
 if state == 'failed' then redis.call('HSET', key, 'error', ARGV[2]) end
 redis.call('PEXPIRE', key, ARGV[6])
