@@ -3,6 +3,8 @@ import { redisServerBin } from "@once/support";
 
 export const SECTIONS = [
   "throughput",
+  "realistic",
+  "tracing",
   "parts",
   "store",
   "roundTrips",

@@ -159,14 +159,29 @@ export async function measureParts(
       number
     >;
   }
-  const scripts: Record<string, Record<string, ScriptCost>> = {};
+  // Each script alone, builds interleaved round by round (keys fresh each round), medians over the rounds.
+  const measured: Record<string, Record<string, ScriptCost>>[] = [];
   const redis = ctx.target.connect();
   try {
-    scripts.floor = { "bare EVALSHA": await bareScriptCost(ctx, redis, settings.jobs) };
-    for (const build of ctx.builds)
-      scripts[build.label] = await scriptCosts(ctx, redis, build, settings.jobs);
+    for (let r = 0; r < settings.rounds; r++) {
+      const one: Record<string, Record<string, ScriptCost>> = {};
+      one.floor = { "bare EVALSHA": await bareScriptCost(ctx, redis, settings.jobs) };
+      const builds = r % 2 === 0 ? ctx.builds : [...ctx.builds].reverse();
+      for (const build of builds) one[build.label] = await scriptCosts(ctx, redis, build, settings.jobs, r);
+      measured.push(one);
+    }
   } finally {
     await redis.quit();
+  }
+  const scripts: Record<string, Record<string, ScriptCost>> = {};
+  for (const side of ["floor", ...ctx.builds.map((b) => b.label)]) {
+    const costs: Record<string, ScriptCost> = {};
+    for (const script of Object.keys(measured[0]?.[side] ?? {})) {
+      const of = (pick: (c: ScriptCost) => number) =>
+        round(median(measured.map((m) => (m[side]?.[script] ? pick(m[side][script]) : Number.NaN))));
+      costs[script] = { redisCpuUs: of((c) => c.redisCpuUs), scriptUs: of((c) => c.scriptUs) };
+    }
+    scripts[side] = costs;
   }
   return { jobs: settings.jobs, nodeUs, scripts };
 }
@@ -206,8 +221,9 @@ async function scriptCosts(
   redis: Redis,
   build: OnceBuild,
   n: number,
+  round: number,
 ): Promise<Record<string, ScriptCost>> {
-  const prefix = `${ctx.prefix}parts${ctx.builds.indexOf(build)}:`;
+  const prefix = `${ctx.prefix}parts${ctx.builds.indexOf(build)}r${round}:`;
   const store = await build.RedisStore.create({ redis: redis as never, prefix, checks: false });
   const print = fingerprint(TOOL_NAME, INPUT);
   const result = JSON.stringify(RESULT_100);

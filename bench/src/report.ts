@@ -6,7 +6,7 @@ import { PARTS, type PartsFigures } from "./parts.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
 import type { StoreComparison } from "./store-bench.js";
-import type { WorkerComparison } from "./throughput.js";
+import type { SideFigures, WorkerComparison } from "./throughput.js";
 
 /** Everything the sections measured; a section not run is undefined. */
 export interface Results {
@@ -14,6 +14,10 @@ export interface Results {
   settings: Record<string, unknown>;
   builds: string[];
   throughput?: WorkerComparison;
+  /** The same, each effect a 5 ms wait, at concurrency 200. */
+  realistic?: WorkerComparison;
+  /** The same with an OpenTelemetry SDK registered and bullmq-otel on every side. */
+  tracing?: WorkerComparison;
   parts?: PartsFigures;
   store?: StoreComparison[];
   roundTrips?: RoundTrips;
@@ -132,6 +136,51 @@ export function toJson(results: Results): Record<string, unknown> {
       ),
     };
   }
+  const sidesJson = (w: WorkerComparison) =>
+    Object.fromEntries(
+      Object.entries(w.sides).map(([name, s]) => [
+        name,
+        {
+          jobsPerSec: round(s.jobsPerSec),
+          ratioToRaw: round(s.ratioToFirst),
+          nodeCpuUsPerJob: round(s.nodeCpuUsPerJob),
+          redisCpuUsPerJob: round(s.redisCpuUsPerJob),
+          eventLoop: round(s.eventLoop, 2),
+          rounds: s.rounds.map((r) => round(r)),
+        },
+      ]),
+    );
+  const r = results.realistic;
+  if (r) {
+    json.realistic = {
+      rawJobsPerSec: round(r.sides.raw?.jobsPerSec ?? Number.NaN),
+      onceJobsPerSec: round(r.sides.once?.jobsPerSec ?? Number.NaN),
+      ratio: round(r.sides.once?.ratioToFirst ?? Number.NaN),
+      onceVsFloor: round(toFloor(r, "once")),
+      effectMs: 5,
+      concurrency: r.concurrency,
+      jobs: r.jobs,
+      sides: sidesJson(r),
+    };
+  }
+  const tr = results.tracing;
+  if (tr) {
+    const raw = tr.sides.raw;
+    const extra = (name: string, pick: (s: SideFigures) => number) =>
+      round(tr.sides[name] && raw ? pick(tr.sides[name]) - pick(raw) : Number.NaN);
+    json.tracing = {
+      rawJobsPerSec: round(raw?.jobsPerSec ?? Number.NaN),
+      onceJobsPerSec: round(tr.sides.once?.jobsPerSec ?? Number.NaN),
+      ratio: round(tr.sides.once?.ratioToFirst ?? Number.NaN),
+      onceNodeCpuUsPerJobOverRaw: extra("once", (s) => s.nodeCpuUsPerJob),
+      onceRedisCpuUsPerJobOverRaw: extra("once", (s) => s.redisCpuUsPerJob),
+      replayNodeCpuUsPerJobOverRaw: extra("once replay", (s) => s.nodeCpuUsPerJob),
+      note: "an OpenTelemetry SDK registered (batch processor, an exporter that drops) and bullmq-otel on every side",
+      concurrency: tr.concurrency,
+      jobs: tr.jobs,
+      sides: sidesJson(tr),
+    };
+  }
   if (results.parts) json.parts = results.parts;
   if (results.store) {
     const at = (c: number) => results.store?.find((s) => s.concurrency === c);
@@ -232,6 +281,13 @@ function goals(results: Results) {
       met: ratios.every((r) => r.ratio >= 1.5),
     };
   }
+  const realistic = results.realistic?.sides.once;
+  if (realistic)
+    out.realisticVsRaw = {
+      target: ">= 0.95 x raw",
+      measured: round(realistic.ratioToFirst),
+      met: realistic.ratioToFirst >= 0.95,
+    };
   if (results.memory) {
     const { bytesPerRecord, untracedBytesPerRecord } = results.memory;
     out.doneRecordMemory = {
@@ -269,27 +325,41 @@ export function toTable(results: Results): string {
     `medians of interleaved rounds (workers ${results.settings.rounds}, store and latency ${results.settings.storeRounds}); ` +
       "ratios are medians of per-round ratios",
   ];
-  const t = results.throughput;
-  if (t) {
-    out.push(
-      "",
-      `Worker throughput: BullMQ, concurrency ${t.concurrency}, ${n0(t.jobs)} no-op effect jobs per side per round; floor = raw + 2 bare EVALSHA per job (floor replay: 1)`,
-    );
+  const workers = (title: string, w: WorkerComparison | undefined) => {
+    if (!w) return;
+    out.push("", title);
     out.push(
       table(
         ["side", "jobs/s", "x raw", "x floor", "Node CPU us/job", "Redis CPU us/job", "event loop"],
-        Object.entries(t.sides).map(([name, s]) => [
+        Object.entries(w.sides).map(([name, s]) => [
           name,
           n0(s.jobsPerSec),
           n2(s.ratioToFirst),
-          n2(toFloor(t, name)),
+          n2(toFloor(w, name)),
           n0(s.nodeCpuUsPerJob),
           n0(s.redisCpuUsPerJob),
           n2(s.eventLoop),
         ]),
       ),
     );
-  }
+  };
+  const t = results.throughput;
+  workers(
+    `Worker throughput: BullMQ, concurrency ${t?.concurrency}, ${n0(t?.jobs)} no-op effect jobs per side per round; ` +
+      "floor = raw + 2 bare EVALSHA per job (floor replay: 1)",
+    t,
+  );
+  const r = results.realistic;
+  workers(
+    `Realistic load: each effect waits 5 ms, concurrency ${r?.concurrency}, ${n0(r?.jobs)} jobs per side per round`,
+    r,
+  );
+  const tr = results.tracing;
+  workers(
+    `Tracing on: an OpenTelemetry SDK (batch processor, an exporter that drops) and bullmq-otel on every side, ` +
+      `concurrency ${tr?.concurrency}, ${n0(tr?.jobs)} no-op jobs`,
+    tr,
+  );
   const parts = results.parts;
   if (parts) {
     const sides = Object.keys(parts.nodeUs);

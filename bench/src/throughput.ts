@@ -1,6 +1,6 @@
 import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
 import type { RedisStore } from "@once/redis";
-import { type Job, Queue, Worker } from "bullmq";
+import { type Job, Queue, type QueueOptions, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { interleave } from "./interleave.js";
@@ -8,7 +8,7 @@ import type { CpuProfile } from "./parts.js";
 import { profiled } from "./profiler.js";
 import { median } from "./stats.js";
 import { type Usage, withUsage } from "./usage.js";
-import { benchCall, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+import { benchCall, benchEffect, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
 
 /** One side of the worker comparison: the plain processor, or a build of once running or replaying. */
 export interface WorkerSide {
@@ -58,12 +58,19 @@ export async function compareWorkers(
     concurrency: number;
     jobs: number;
     rounds: number;
+    /** Each job's effect waits this long, on every side (default 0: a no-op). */
+    effectMs?: number;
+    /** BullMQ's own telemetry (e.g. bullmq-otel) for every side's queue and worker. */
+    telemetry?: QueueOptions["telemetry"];
     /** Profile every timed run and hand each profile here (warm-up passes are not profiled). */
     onProfile?: (side: string, jobs: number, profile: CpuProfile, usage: Usage) => void;
   },
 ): Promise<WorkerComparison> {
   const { concurrency, jobs, rounds } = settings;
-  const tool = noopEffectTool();
+  const effectMs = settings.effectMs ?? 0;
+  const tool = noopEffectTool(RESULT_100, effectMs);
+  const effect = benchEffect(effectMs);
+  const telemetry = settings.telemetry === undefined ? {} : { telemetry: settings.telemetry };
   const resultText = JSON.stringify(RESULT_100);
   const stores = new Map<string, { store: RedisStore; close(): Promise<unknown> }>();
   const storeFor = async (side: WorkerSide): Promise<RedisStore | undefined> => {
@@ -97,7 +104,7 @@ export async function compareWorkers(
     const id = serial++;
     const queueName = `c${concurrency}-${id}`;
     const taskId = `${ctx.prefix}${queueName}`;
-    const queue = new Queue(queueName, { connection: queueConnection, prefix: bullPrefix });
+    const queue = new Queue(queueName, { connection: queueConnection, prefix: bullPrefix, ...telemetry });
     const calls = Array.from({ length: jobs }, (_, i) => {
       const data = benchCall(queueName, taskId, i);
       const key = deriveKey({ namespace: "bench", taskId, stepId: String(i) });
@@ -137,14 +144,15 @@ export async function compareWorkers(
       side.build && onceStore
         ? side.build.createCallProcessor({ store: onceStore, tools: [tool] })
         : side.floorScripts
-          ? floorProcessor(floorConnection, floorSha, side.floorScripts)
-          : async (_job: Job) => RESULT_100;
+          ? floorProcessor(floorConnection, floorSha, side.floorScripts, effect)
+          : async (_job: Job) => effect();
     const connection = ctx.target.connect({ forWorker: true });
     const worker = new Worker(queueName, processor, {
       connection,
       prefix: bullPrefix,
       concurrency,
       autorun: false,
+      ...telemetry,
     });
     let completed = 0;
     let failure: Error | undefined;
@@ -214,11 +222,12 @@ export async function compareWorkers(
   }
 }
 
-/** The raw processor with `scripts` bare EVALSHA on the job's key around its effect (none here: a no-op). */
-function floorProcessor(redis: Redis, sha: string, scripts: 1 | 2) {
+/** The raw processor with `scripts` bare EVALSHA on the job's key: one before its effect, one after. */
+function floorProcessor(redis: Redis, sha: string, scripts: 1 | 2, effect: () => unknown) {
   return async (job: Job) => {
     await redis.evalsha(sha, 1, job.id as string);
+    const result = await effect();
     if (scripts === 2) await redis.evalsha(sha, 1, job.id as string);
-    return RESULT_100;
+    return result;
   };
 }
