@@ -81,13 +81,13 @@ function leafPart(fn: string, url: string, stack: readonly string[]): Part | "pr
 }
 
 /**
- * Node CPU per job by part, from one profile of `jobs` jobs that used `cpuUsPerJob` of Node CPU: each sample
+ * Node CPU per job by part, from one profile of a run that used `cpuUsPerJob` of Node CPU per job: each sample
  * goes to the part of the nearest frame of once's code above it (a zod frame under `parseInput` is validation,
  * an ioredis frame under a store call is that call), else to where its leaf is. Parts are shares of the
  * samples times the measured CPU (a sample's time delta is wall time, which a starved process stretches); the
  * profiler's own share is left out.
  */
-export function partsOf(profile: CpuProfile, jobs: number, cpuUsPerJob: number): Record<Part, number> {
+export function partsOf(profile: CpuProfile, cpuUsPerJob: number): Record<Part, number> {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -148,7 +148,7 @@ export async function measureParts(
     rounds: settings.rounds,
     onProfile: (side, jobs, profile, usage) => {
       const list = profiles.get(side) ?? [];
-      list.push(partsOf(profile, jobs, (usage.nodeCpu * usage.seconds * 1e6) / jobs));
+      list.push(partsOf(profile, (usage.nodeCpu * usage.seconds * 1e6) / jobs));
       profiles.set(side, list);
     },
   });

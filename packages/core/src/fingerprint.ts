@@ -61,7 +61,10 @@ function encode(value: unknown, at: (string | number)[], seen: Set<object>): str
 
 /** `$`, `$.a`, `$.a[0]`: the path of a value, for the error that names it. */
 function pathOf(at: readonly (string | number)[]): string {
-  return at.reduce<string>((path, part) => (typeof part === "number" ? `${path}[${part}]` : `${path}.${part}`), "$");
+  return at.reduce<string>(
+    (path, part) => (typeof part === "number" ? `${path}[${part}]` : `${path}.${part}`),
+    "$",
+  );
 }
 
 /** sha256 (hex) of the canonical JSON of `{ tool, input }`: binds a key to exactly one call. */
