@@ -45,6 +45,9 @@ export interface WorkerComparison {
 }
 
 const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: true } as const;
+// Numbers every run of every comparison: queue names, task ids and so keys are never reused, so a side never
+// finds another comparison's records (a first run that replays, a replay whose seeding finds one done).
+let serial = 0;
 
 /**
  * The same N no-op jobs through a plain BullMQ worker and through once's processor (every job run, or every
@@ -94,7 +97,6 @@ export async function compareWorkers(
   const floorConnection = ctx.target.connect();
   const floorSha = String(await floorConnection.script("LOAD", "return 1"));
   const bullPrefix = `${ctx.prefix}bull`;
-  let serial = 0;
 
   const runSide = async (
     side: WorkerSide,
