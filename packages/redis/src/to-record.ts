@@ -39,7 +39,8 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
   const leaseUntil = fields.get("lease_until");
   if (leaseUntil !== undefined) record.leaseUntil = Number(leaseUntil);
   const result = fields.get("result");
-  if (result !== undefined) record.result = result + laterParts(fields);
+  // A result of 65 to 128 bytes is kept in two parts, each cut between UTF-8 characters (see complete).
+  if (result !== undefined) record.result = result + (fields.get("result2") ?? "");
   const error = fields.get("error");
   if (error !== undefined) record.error = JSON.parse(error) as StoredError;
   const trace = fields.get("trace");
@@ -56,14 +57,4 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
   // -1 would mean no expiry: every transition sets one, so only a hand-edited record lacks it.
   if (pttl >= 0) record.ttlMs = pttl;
   return record;
-}
-
-/**
- * A result the scripts keep in parts (`result`, `result2`, …, each cut between UTF-8 characters, so that a
- * small record stays a listpack): the parts after the first, joined.
- */
-function laterParts(fields: ReadonlyMap<string, string>): string {
-  let rest = "";
-  for (let i = 2; fields.has(`result${i}`); i++) rest += fields.get(`result${i}`);
-  return rest;
 }

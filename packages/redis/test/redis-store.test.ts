@@ -108,38 +108,34 @@ describe("RedisStore on a standalone Redis", () => {
       expect(resolved.error).toBeUndefined();
     });
 
-    it("keeps a result of up to 4 KB in parts of at most 64 bytes, cut between characters: the record stays a listpack", async () => {
+    it("keeps a result of 65 to 128 bytes in two parts of at most 64 bytes, cut between characters: the record stays a listpack", async () => {
       const store = await RedisStore.create({ redis, prefix, retentionMs: 60_000 });
-      // Two-, three- and four-byte characters on every side of each 64-byte cut; parts of exactly 64 bytes;
-      // then one over 4 KB.
-      const results = [
-        JSON.stringify({ id: "ch_1", pad: "x".repeat(80) }),
-        "1".repeat(128),
-        "2".repeat(129),
-        "3".repeat(4_096),
-        JSON.stringify({ text: "é€😀".repeat(40) }),
-        JSON.stringify({ text: "a€😀é".repeat(300) }),
-        JSON.stringify({ pad: "y".repeat(5_000) }),
+      const cases: [result: string, parts: number][] = [
+        [JSON.stringify({ id: "ch_1", pad: "x".repeat(80) }), 2],
+        ["1".repeat(128), 2],
+        ["2".repeat(64), 1],
+        // A cut that must back up over a four-byte character (at 62), and over a three-byte one (at 63).
+        [`é${"😀".repeat(30)}`, 2],
+        ["€".repeat(40), 2],
+        // Backing up to a character would leave more than 64 bytes for the second part: kept whole.
+        [`a${"😀".repeat(31)}bbb`, 1],
+        ["3".repeat(129), 1],
       ];
-      for (const result of results) {
+      for (const [result, count] of cases) {
         const key = randomKey();
         const claim = await store.claim(request(key, { phase: "effect" }));
         if (claim.outcome !== "acquired") throw new Error(`expected acquired, got ${claim.outcome}`);
         expect(await store.complete(key, claim.token, result)).toMatchObject({ outcome: "ok" });
         const fields = await redis.hgetallBuffer(prefix + key);
         const parts = Object.keys(fields).filter((f) => /^result\d*$/.test(f));
-        if (Buffer.byteLength(result) > 4096) {
-          expect(parts).toEqual(["result"]);
-          expect(await redis.object("ENCODING", prefix + key)).toBe("hashtable");
-        } else {
-          expect(parts.length).toBeGreaterThan(1);
-          expect(fields.phase).toBeUndefined();
-          for (const part of parts) {
-            expect(fields[part]?.length).toBeLessThanOrEqual(64);
-            // Each part is whole UTF-8 on its own: a reader that decodes the parts one by one loses nothing.
-            expect(Buffer.from(fields[part]?.toString("utf8") ?? "", "utf8")).toEqual(fields[part]);
-          }
-          expect(await redis.object("ENCODING", prefix + key)).toBe("listpack");
+        expect(parts).toHaveLength(count);
+        expect(fields.phase).toBeUndefined();
+        const small = Buffer.byteLength(result) <= 64 || count === 2;
+        expect(await redis.object("ENCODING", prefix + key)).toBe(small ? "listpack" : "hashtable");
+        for (const part of parts) {
+          if (count === 2) expect(fields[part]?.length).toBeLessThanOrEqual(64);
+          // Each part is whole UTF-8 on its own: a reader that decodes the parts one by one loses nothing.
+          expect(Buffer.from(fields[part]?.toString("utf8") ?? "", "utf8")).toEqual(fields[part]);
         }
         expect(await store.claim(request(key, { phase: "effect" }))).toMatchObject({
           outcome: "replay",

@@ -59,21 +59,9 @@ if r[5] ~= ARGV[1] then return {7, r[6]} end
 
 local fence = tonumber(r[3])
 if state == 'done' then
-  -- A result kept in parts (see complete): the first two are read above; a part under 61 bytes is the last,
-  -- and a full second part means the rest are read in one more call.
+  -- A result of 65 to 128 bytes is kept in two parts (see complete).
   local result = r[7]
-  if r[10] then
-    result = result .. r[10]
-    if #r[10] >= 61 then
-      local names = {}
-      for i = 3, 64 do names[#names + 1] = 'result' .. i end
-      local rest = redis.call('HMGET', key, unpack(names))
-      for i = 1, #names do
-        if not rest[i] then break end
-        result = result .. rest[i]
-      end
-    end
-  end
+  if r[10] then result = result .. r[10] end
   return {4, fence, result, r[9]}
 end
 if state == 'failed' then return {5, fence, r[8], r[9]} end

@@ -12,29 +12,25 @@
     {11}           lost: the token is not the owner's; nothing changed
     {12, reason}   refused: the state does not allow it; nothing changed
 ]]
--- The result in fields of at most 64 bytes ('result', 'result2', ...), each cut between UTF-8 characters:
--- Redis keeps a hash whose values are all that short as a listpack (hash-max-listpack-value 64), about half
--- the memory of a hashtable. Every part but the last is at least 61 bytes (a cut backs up over at most 3
--- continuation bytes), so a reader knows a shorter part is the last. A result over 4 KB would need more
--- fields than a listpack holds (hash-max-listpack-entries 128): it stays one field.
+-- A result of 65 to 128 bytes in two fields, 'result' and 'result2', of at most 64 bytes each, cut between
+-- UTF-8 characters: Redis keeps a hash whose values are all that short as a listpack (hash-max-listpack-value
+-- 64), about half the memory of a hashtable. A longer result stays one field: a listpack is scanned from end
+-- to end on every read, and past two parts the replays cost Redis more than the memory saved is worth.
 local function resultFields(text, fields)
-  if #text <= 64 or #text > 4096 then
+  local cut = math.min(64, #text)
+  while cut < #text do
+    local b = string.byte(text, cut + 1)
+    if b < 128 or b >= 192 then break end
+    cut = cut - 1
+  end
+  if #text > 64 and #text - cut <= 64 then
+    fields[#fields + 1] = 'result'
+    fields[#fields + 1] = string.sub(text, 1, cut)
+    fields[#fields + 1] = 'result2'
+    fields[#fields + 1] = string.sub(text, cut + 1)
+  else
     fields[#fields + 1] = 'result'
     fields[#fields + 1] = text
-    return
-  end
-  local n, at = 0, 1
-  while at <= #text do
-    local stop = math.min(at + 63, #text)
-    while stop < #text do
-      local b = string.byte(text, stop + 1)
-      if b < 128 or b >= 192 then break end
-      stop = stop - 1
-    end
-    n = n + 1
-    fields[#fields + 1] = n == 1 and 'result' or 'result' .. n
-    fields[#fields + 1] = string.sub(text, at, stop)
-    at = stop + 1
   end
 end
 
