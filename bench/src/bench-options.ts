@@ -3,6 +3,9 @@ import { redisServerBin } from "@once/support";
 
 export const SECTIONS = [
   "throughput",
+  "realistic",
+  "tracing",
+  "parts",
   "store",
   "roundTrips",
   "memory",

@@ -6,12 +6,14 @@ import { pathToFileURL } from "node:url";
 import { createCallProcessor } from "@once/bullmq";
 import { RedisStore } from "@once/redis";
 import { cleanupPrefix } from "@once/support";
+import { BullMQOtel } from "bullmq-otel";
 import { compareAgentTurns } from "./agent-turns.js";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { type BenchOptions, parseBenchOptions } from "./bench-options.js";
 import { compareDurability } from "./durability.js";
 import { compareClaimLatency } from "./latency.js";
 import { measureMemory } from "./memory.js";
+import { measureParts } from "./parts.js";
 import { comparePostgres } from "./postgres.js";
 import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
 import { type Results, toJson, toTable } from "./report.js";
@@ -19,6 +21,7 @@ import { countRoundTrips } from "./round-trips.js";
 import { infoField } from "./server-stats.js";
 import { compareStores, type StoreComparison } from "./store-bench.js";
 import { compareWorkers, type WorkerComparison, type WorkerSide } from "./throughput.js";
+import { withTracingSdk } from "./tracing.js";
 import { RESULT_100, resultOfSize } from "./workload.js";
 
 async function main(): Promise<void> {
@@ -57,7 +60,11 @@ async function main(): Promise<void> {
 
     if (want("throughput")) {
       log(`throughput: ${options.rounds} rounds of ${options.jobs} jobs per side`);
-      const sides: WorkerSide[] = [{ name: "raw" }];
+      const sides: WorkerSide[] = [
+        { name: "raw" },
+        { name: "floor", floorScripts: 2 },
+        { name: "floor replay", floorScripts: 1 },
+      ];
       for (const build of builds) {
         const name = build.label;
         sides.push({ name, build }, { name: `${name} replay`, build, replay: true });
@@ -69,6 +76,40 @@ async function main(): Promise<void> {
         jobs: options.jobs,
         rounds: options.rounds,
       });
+    }
+    if (want("realistic")) {
+      log(
+        `realistic: ${options.rounds} rounds of ${options.jobs} jobs per side, a 5 ms effect, concurrency 200`,
+      );
+      results.realistic = await compareWorkers(ctx, {
+        sides: [{ name: "raw" }, { name: "floor", floorScripts: 2 }, { name: "once", build: builds[0] }],
+        concurrency: 200,
+        jobs: options.jobs,
+        rounds: options.rounds,
+        effectMs: 5,
+      });
+    }
+    if (want("tracing")) {
+      log(
+        `tracing: ${options.rounds} rounds of ${options.jobs} jobs per side, an OpenTelemetry SDK registered`,
+      );
+      results.tracing = await withTracingSdk(() =>
+        compareWorkers(ctx, {
+          sides: [
+            { name: "raw" },
+            { name: "once", build: builds[0] },
+            { name: "once replay", build: builds[0], replay: true },
+          ],
+          concurrency: 50,
+          jobs: options.jobs,
+          rounds: options.rounds,
+          telemetry: new BullMQOtel({ tracerName: "bench" }),
+        }),
+      );
+    }
+    if (want("parts")) {
+      log(`parts: ${options.rounds} profiled rounds of ${options.jobs} jobs per side, and each script alone`);
+      results.parts = await measureParts(ctx, { jobs: options.jobs, rounds: options.rounds });
     }
     if (want("store")) {
       results.store = [];

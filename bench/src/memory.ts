@@ -9,8 +9,10 @@ import { INPUT, resultOfSize, TOOL_NAME } from "./workload.js";
 
 export interface MemoryFigures {
   resultBytes: number;
-  /** Median MEMORY USAGE of a done record (the hash, its key, its expiry). */
+  /** Median MEMORY USAGE of a done record (the hash, its key, its expiry), with a traceparent on it. */
   bytesPerRecord: number;
+  /** The same without a traceparent (a worker without a tracing SDK stores none). */
+  untracedBytesPerRecord: number;
   encoding: string;
   recordsMeasured: number;
   /** used_memory growth over `recordsMeasured` records, per record: adds the keyspace's own overhead. */
@@ -37,7 +39,7 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
   const redis = ctx.target.connect();
   const nodeRedis = await createClient({ url: `redis://${ctx.target.host}:${ctx.target.port}` }).connect();
   try {
-    const fill = async (prefix: string, count: number, bytes: number): Promise<string[]> => {
+    const fill = async (prefix: string, count: number, bytes: number, trace = TRACE): Promise<string[]> => {
       const store = await build.RedisStore.create({ redis: redis as never, prefix, checks: false });
       const text = JSON.stringify(resultOfSize(bytes));
       const print = fingerprint(TOOL_NAME, INPUT);
@@ -54,7 +56,7 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
               tool: TOOL_NAME,
               phase: "effect",
               leaseMs: 30_000,
-              trace: TRACE,
+              ...(trace === "" ? {} : { trace }),
             });
             if (claim.outcome !== "acquired") throw new Error(`memory fill: ${claim.outcome}`);
             await store.complete(key, claim.token, text);
@@ -87,6 +89,10 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
       byResultSize[String(bytes)] = await usage(sized);
       await unlinkAll(redis, sized);
     }
+
+    const untraced = await fill(`${ctx.prefix}memnt:`, 1_000, 100, "");
+    const untracedBytesPerRecord = await usage(untraced);
+    await unlinkAll(redis, untraced);
 
     let listpackBytesPerRecord: number | undefined;
     if (ctx.target.dedicated) {
@@ -121,6 +127,7 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
     return {
       resultBytes: 100,
       bytesPerRecord,
+      untracedBytesPerRecord,
       encoding,
       recordsMeasured: records,
       usedMemoryPerRecord: round(usedMemoryPerRecord),

@@ -1,13 +1,20 @@
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import path from "node:path";
+import type { CpuProfile } from "./parts.js";
 
 /**
  * CPU-profiles only the timed window of a run (not the queue filling around it), writing
- * `<dir>/<name>.cpuprofile` for Chrome DevTools or speedscope. A no-op without a directory.
+ * `<dir>/<name>.cpuprofile` for Chrome DevTools or speedscope, and handing the profile to `take`. A no-op
+ * with neither.
  */
-export async function profiled<T>(dir: string | undefined, name: string, fn: () => Promise<T>): Promise<T> {
-  if (dir === undefined) return fn();
+export async function profiled<T>(
+  dir: string | undefined,
+  name: string,
+  fn: () => Promise<T>,
+  take?: (profile: CpuProfile) => void,
+): Promise<T> {
+  if (dir === undefined && take === undefined) return fn();
   const session = new Session();
   session.connect();
   await session.post("Profiler.enable");
@@ -17,10 +24,12 @@ export async function profiled<T>(dir: string | undefined, name: string, fn: () 
     return await fn();
   } finally {
     const { profile } = await session.post("Profiler.stop");
-    writeFileSync(
-      path.join(dir, `${name.replace(/[^A-Za-z0-9_.-]+/g, "-")}.cpuprofile`),
-      JSON.stringify(profile),
-    );
+    if (dir !== undefined)
+      writeFileSync(
+        path.join(dir, `${name.replace(/[^A-Za-z0-9_.-]+/g, "-")}.cpuprofile`),
+        JSON.stringify(profile),
+      );
+    take?.(profile as CpuProfile);
     session.disconnect();
   }
 }

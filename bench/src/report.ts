@@ -2,11 +2,12 @@ import type { AgentTurnFigures } from "./agent-turns.js";
 import type { DurabilityFigures } from "./durability.js";
 import type { LatencyFigures } from "./latency.js";
 import type { MemoryFigures } from "./memory.js";
+import { PARTS, type PartsFigures } from "./parts.js";
 import type { PostgresFigures } from "./postgres.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
 import type { StoreComparison } from "./store-bench.js";
-import type { WorkerComparison } from "./throughput.js";
+import type { SideFigures, WorkerComparison } from "./throughput.js";
 
 /** Everything the sections measured; a section not run is undefined. */
 export interface Results {
@@ -14,6 +15,11 @@ export interface Results {
   settings: Record<string, unknown>;
   builds: string[];
   throughput?: WorkerComparison;
+  /** The same, each effect a 5 ms wait, at concurrency 200. */
+  realistic?: WorkerComparison;
+  /** The same with an OpenTelemetry SDK registered and bullmq-otel on every side. */
+  tracing?: WorkerComparison;
+  parts?: PartsFigures;
   store?: StoreComparison[];
   roundTrips?: RoundTrips;
   memory?: MemoryFigures;
@@ -27,6 +33,16 @@ export interface Results {
 /** Median over rounds of a / b within each round. */
 function roundRatio(a: readonly number[] = [], b: readonly number[] = []): number {
   return median(a.map((x, i) => ratio(x, b[i] ?? Number.NaN)));
+}
+
+/**
+ * Median over rounds of a side's jobs/s over its floor's in the same round: a replay's floor is one bare
+ * EVALSHA per job, a first run's two. NaN without a floor side.
+ */
+function toFloor(t: WorkerComparison, name: string): number {
+  if (name.startsWith("floor") || name === "raw") return Number.NaN;
+  const floor = t.sides[name.endsWith("replay") ? "floor replay" : "floor"];
+  return roundRatio(t.sides[name]?.rounds, floor?.rounds);
 }
 
 function storeFigures(s: StoreComparison) {
@@ -93,19 +109,26 @@ export function toJson(results: Results): Record<string, unknown> {
     const side = (name: string) => t.sides[name];
     json.throughput = {
       rawJobsPerSec: round(side("raw")?.jobsPerSec ?? Number.NaN),
+      floorJobsPerSec: round(side("floor")?.jobsPerSec ?? Number.NaN),
+      floorReplayJobsPerSec: round(side("floor replay")?.jobsPerSec ?? Number.NaN),
       onceJobsPerSec: round(side("once")?.jobsPerSec ?? Number.NaN),
       onceReplayJobsPerSec: round(side("once replay")?.jobsPerSec ?? Number.NaN),
+      onceVsFloor: round(toFloor(t, "once")),
+      replayVsFloor: round(toFloor(t, "once replay")),
       ratio: round(side("once")?.ratioToFirst ?? Number.NaN),
       replayRatio: round(side("once replay")?.ratioToFirst ?? Number.NaN),
       concurrency: t.concurrency,
       jobs: t.jobs,
-      note: "ratio: median over rounds of once/raw in the same round",
+      note:
+        "floor: raw plus two bare EVALSHA per job (floor replay: one); onceVsFloor, replayVsFloor, ratio: " +
+        "medians over rounds of once/floor, once replay/floor replay, once/raw in the same round",
       sides: Object.fromEntries(
         Object.entries(t.sides).map(([name, s]) => [
           name,
           {
             jobsPerSec: round(s.jobsPerSec),
             ratioToRaw: round(s.ratioToFirst),
+            ratioToFloor: round(toFloor(t, name)),
             nodeCpuUsPerJob: round(s.nodeCpuUsPerJob),
             redisCpuUsPerJob: round(s.redisCpuUsPerJob),
             eventLoop: round(s.eventLoop, 2),
@@ -115,6 +138,52 @@ export function toJson(results: Results): Record<string, unknown> {
       ),
     };
   }
+  const sidesJson = (w: WorkerComparison) =>
+    Object.fromEntries(
+      Object.entries(w.sides).map(([name, s]) => [
+        name,
+        {
+          jobsPerSec: round(s.jobsPerSec),
+          ratioToRaw: round(s.ratioToFirst),
+          nodeCpuUsPerJob: round(s.nodeCpuUsPerJob),
+          redisCpuUsPerJob: round(s.redisCpuUsPerJob),
+          eventLoop: round(s.eventLoop, 2),
+          rounds: s.rounds.map((r) => round(r)),
+        },
+      ]),
+    );
+  const r = results.realistic;
+  if (r) {
+    json.realistic = {
+      rawJobsPerSec: round(r.sides.raw?.jobsPerSec ?? Number.NaN),
+      onceJobsPerSec: round(r.sides.once?.jobsPerSec ?? Number.NaN),
+      ratio: round(r.sides.once?.ratioToFirst ?? Number.NaN),
+      onceVsFloor: round(toFloor(r, "once")),
+      effectMs: 5,
+      concurrency: r.concurrency,
+      jobs: r.jobs,
+      sides: sidesJson(r),
+    };
+  }
+  const tr = results.tracing;
+  if (tr) {
+    const raw = tr.sides.raw;
+    const extra = (name: string, pick: (s: SideFigures) => number) =>
+      round(tr.sides[name] && raw ? pick(tr.sides[name]) - pick(raw) : Number.NaN);
+    json.tracing = {
+      rawJobsPerSec: round(raw?.jobsPerSec ?? Number.NaN),
+      onceJobsPerSec: round(tr.sides.once?.jobsPerSec ?? Number.NaN),
+      ratio: round(tr.sides.once?.ratioToFirst ?? Number.NaN),
+      onceNodeCpuUsPerJobOverRaw: extra("once", (s) => s.nodeCpuUsPerJob),
+      onceRedisCpuUsPerJobOverRaw: extra("once", (s) => s.redisCpuUsPerJob),
+      replayNodeCpuUsPerJobOverRaw: extra("once replay", (s) => s.nodeCpuUsPerJob),
+      note: "an OpenTelemetry SDK registered (batch processor, an exporter that drops) and bullmq-otel on every side",
+      concurrency: tr.concurrency,
+      jobs: tr.jobs,
+      sides: sidesJson(tr),
+    };
+  }
+  if (results.parts) json.parts = results.parts;
   if (results.store) {
     const at = (c: number) => results.store?.find((s) => s.concurrency === c);
     const head = at(50) ?? results.store[results.store.length - 1];
@@ -220,13 +289,19 @@ export function toJson(results: Results): Record<string, unknown> {
 
 function goals(results: Results) {
   const out: Record<string, unknown> = {};
-  const once = results.throughput?.sides.once;
-  if (once)
-    out.firstRunThroughput = {
-      target: ">= 0.85 x raw",
-      measured: round(once.ratioToFirst),
-      met: once.ratioToFirst >= 0.85,
-    };
+  const t = results.throughput;
+  const once = t?.sides.once;
+  const floor = t?.sides.floor;
+  if (t && once && floor) {
+    const ratio = toFloor(t, "once");
+    out.firstRunVsFloor = { target: ">= 0.9 x floor", measured: round(ratio), met: ratio >= 0.9 };
+    const extra = once.redisCpuUsPerJob - floor.redisCpuUsPerJob;
+    out.redisCpuOverFloor = { target: "<= 15 us/job", measured: round(extra), met: extra <= 15 };
+  }
+  if (t?.sides["once replay"] && t.sides["floor replay"]) {
+    const ratio = toFloor(t, "once replay");
+    out.replayVsFloor = { target: ">= 0.9 x floor replay", measured: round(ratio), met: ratio >= 0.9 };
+  }
   if (results.store) {
     const ratios = results.store.map((s) => ({
       concurrency: s.concurrency,
@@ -238,6 +313,21 @@ function goals(results: Results) {
       met: ratios.every((r) => r.ratio >= 1.5),
     };
   }
+  const realistic = results.realistic?.sides.once;
+  if (realistic)
+    out.realisticVsRaw = {
+      target: ">= 0.95 x raw",
+      measured: round(realistic.ratioToFirst),
+      met: realistic.ratioToFirst >= 0.95,
+    };
+  if (results.memory) {
+    const { bytesPerRecord, untracedBytesPerRecord } = results.memory;
+    out.doneRecordMemory = {
+      target: "<= 500 bytes",
+      measured: `traced ${bytesPerRecord}, untraced ${untracedBytesPerRecord}`,
+      met: bytesPerRecord <= 500 && untracedBytesPerRecord <= 500,
+    };
+  }
   if (results.latency) {
     const ratios = results.latency.map((l) => ({ concurrency: l.concurrency, ratio: l.p99Ratio }));
     out.claimP99VsSetNx = { target: "<= 1.5 x", measured: ratios, met: ratios.every((r) => r.ratio <= 1.5) };
@@ -247,6 +337,7 @@ function goals(results: Results) {
 
 const n0 = (v: number | undefined) =>
   v === undefined || Number.isNaN(v) ? "-" : Math.round(v).toLocaleString("en-US");
+const n1 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(1));
 const n2 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(2));
 const n3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(3));
 
@@ -266,23 +357,75 @@ export function toTable(results: Results): string {
     `medians of interleaved rounds (workers ${results.settings.rounds}, store and latency ${results.settings.storeRounds}); ` +
       "ratios are medians of per-round ratios",
   ];
-  const t = results.throughput;
-  if (t) {
-    out.push(
-      "",
-      `Worker throughput: BullMQ, concurrency ${t.concurrency}, ${n0(t.jobs)} no-op effect jobs per side per round`,
-    );
+  const workers = (title: string, w: WorkerComparison | undefined) => {
+    if (!w) return;
+    out.push("", title);
     out.push(
       table(
-        ["side", "jobs/s", "x raw", "Node CPU us/job", "Redis CPU us/job", "event loop"],
-        Object.entries(t.sides).map(([name, s]) => [
+        ["side", "jobs/s", "x raw", "x floor", "Node CPU us/job", "Redis CPU us/job", "event loop"],
+        Object.entries(w.sides).map(([name, s]) => [
           name,
           n0(s.jobsPerSec),
           n2(s.ratioToFirst),
+          n2(toFloor(w, name)),
           n0(s.nodeCpuUsPerJob),
           n0(s.redisCpuUsPerJob),
           n2(s.eventLoop),
         ]),
+      ),
+    );
+  };
+  const t = results.throughput;
+  workers(
+    `Worker throughput: BullMQ, concurrency ${t?.concurrency}, ${n0(t?.jobs)} no-op effect jobs per side per round; ` +
+      "floor = raw + 2 bare EVALSHA per job (floor replay: 1)",
+    t,
+  );
+  const r = results.realistic;
+  workers(
+    `Realistic load: each effect waits 5 ms, concurrency ${r?.concurrency}, ${n0(r?.jobs)} jobs per side per round`,
+    r,
+  );
+  const tr = results.tracing;
+  workers(
+    `Tracing on: an OpenTelemetry SDK (batch processor, an exporter that drops) and bullmq-otel on every side, ` +
+      `concurrency ${tr?.concurrency}, ${n0(tr?.jobs)} no-op jobs`,
+    tr,
+  );
+  const parts = results.parts;
+  if (parts) {
+    const sides = Object.keys(parts.nodeUs);
+    const floor = parts.nodeUs.floor;
+    out.push(
+      "",
+      `Node CPU per job by part, us (profiled: ${n0(parts.jobs)} jobs per side per round, concurrency 50, medians; ` +
+        "the profiler's own work left out)",
+    );
+    const total = (side: string) => PARTS.reduce((a, p) => a + (parts.nodeUs[side]?.[p] ?? 0), 0);
+    out.push(
+      table(
+        ["part", ...sides, ...sides.filter((s) => s !== "floor").map((s) => `${s} - floor`)],
+        [...PARTS, "total"].map((p) => {
+          const of = (side: string) =>
+            p === "total" ? total(side) : (parts.nodeUs[side]?.[p as (typeof PARTS)[number]] ?? 0);
+          return [
+            p,
+            ...sides.map((s) => n1(of(s))),
+            ...sides.filter((s) => s !== "floor").map((s) => n1(of(s) - (floor ? of("floor") : Number.NaN))),
+          ];
+        }),
+      ),
+    );
+    out.push(
+      "",
+      "Redis per script call, alone (50 in flight): server CPU us per call / the script's own us (commandstats)",
+    );
+    out.push(
+      table(
+        ["build", "script", "Redis CPU us/call", "script us/call"],
+        Object.entries(parts.scripts).flatMap(([build, costs]) =>
+          Object.entries(costs).map(([script, c]) => [build, script, n1(c.redisCpuUs), n1(c.scriptUs)]),
+        ),
       ),
     );
   }
@@ -344,7 +487,8 @@ export function toTable(results: Results): string {
       table(
         ["figure", "bytes"],
         [
-          ["MEMORY USAGE per record (median)", n0(mem.bytesPerRecord)],
+          ["MEMORY USAGE per record (median), traced", n0(mem.bytesPerRecord)],
+          ["MEMORY USAGE per record (median), untraced", n0(mem.untracedBytesPerRecord)],
           [`used_memory growth per record (${n0(mem.recordsMeasured)} records)`, n0(mem.usedMemoryPerRecord)],
           ["1M records, extrapolated", `${(mem.bytesFor1M / 2 ** 20).toFixed(0)} MiB`],
           ...(mem.listpackBytesPerRecord === undefined
@@ -443,7 +587,9 @@ export function toTable(results: Results): string {
             ? v.measured
                 .map((m: { concurrency: number; ratio: number }) => `c${m.concurrency}: ${n2(m.ratio)}`)
                 .join(", ")
-            : n2(v.measured as number),
+            : typeof v.measured === "string"
+              ? v.measured
+              : n2(v.measured as number),
           v.met ? "yes" : "NO",
         ]),
       ),

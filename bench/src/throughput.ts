@@ -1,12 +1,14 @@
 import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
 import type { RedisStore } from "@once/redis";
-import { type Job, Queue, Worker } from "bullmq";
+import { type Job, Queue, type QueueOptions, Worker } from "bullmq";
+import type { Redis } from "ioredis";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { interleave } from "./interleave.js";
+import type { CpuProfile } from "./parts.js";
 import { profiled } from "./profiler.js";
 import { median } from "./stats.js";
 import { type Usage, withUsage } from "./usage.js";
-import { benchCall, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+import { benchCall, benchEffect, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
 
 /** One side of the worker comparison: the plain processor, or a build of once running or replaying. */
 export interface WorkerSide {
@@ -15,6 +17,12 @@ export interface WorkerSide {
   replay?: boolean;
   /** Give the store's ioredis client `enableAutoPipelining` (commands of one tick go in one write). */
   autoPipelining?: boolean;
+  /**
+   * The floor: the raw processor plus this many bare `EVALSHA` (a script that returns 1) per job on a
+   * connection of their own, one before the effect and one after: what any claim-before / complete-after
+   * protocol pays at least (2), or a replay (1).
+   */
+  floorScripts?: 1 | 2;
 }
 
 export interface SideFigures {
@@ -37,6 +45,9 @@ export interface WorkerComparison {
 }
 
 const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: true } as const;
+// Numbers every run of every comparison: queue names, task ids and so keys are never reused, so a side never
+// finds another comparison's records (a first run that replays, a replay whose seeding finds one done).
+let serial = 0;
 
 /**
  * The same N no-op jobs through a plain BullMQ worker and through once's processor (every job run, or every
@@ -45,10 +56,24 @@ const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: true } as const;
  */
 export async function compareWorkers(
   ctx: BenchContext,
-  settings: { sides: readonly WorkerSide[]; concurrency: number; jobs: number; rounds: number },
+  settings: {
+    sides: readonly WorkerSide[];
+    concurrency: number;
+    jobs: number;
+    rounds: number;
+    /** Each job's effect waits this long, on every side (default 0: a no-op). */
+    effectMs?: number;
+    /** BullMQ's own telemetry (e.g. bullmq-otel) for every side's queue and worker. */
+    telemetry?: QueueOptions["telemetry"];
+    /** Profile every timed run and hand each profile here (warm-up passes are not profiled). */
+    onProfile?: (side: string, jobs: number, profile: CpuProfile, usage: Usage) => void;
+  },
 ): Promise<WorkerComparison> {
   const { concurrency, jobs, rounds } = settings;
-  const tool = noopEffectTool();
+  const effectMs = settings.effectMs ?? 0;
+  const tool = noopEffectTool(RESULT_100, effectMs);
+  const effect = benchEffect(effectMs);
+  const telemetry = settings.telemetry === undefined ? {} : { telemetry: settings.telemetry };
   const resultText = JSON.stringify(RESULT_100);
   const stores = new Map<string, { store: RedisStore; close(): Promise<unknown> }>();
   const storeFor = async (side: WorkerSide): Promise<RedisStore | undefined> => {
@@ -68,14 +93,20 @@ export async function compareWorkers(
     return entry.store;
   };
   const queueConnection = ctx.target.connect({ forWorker: true });
+  // The floor's connection, as once's store has its own.
+  const floorConnection = ctx.target.connect();
+  const floorSha = String(await floorConnection.script("LOAD", "return 1"));
   const bullPrefix = `${ctx.prefix}bull`;
-  let serial = 0;
 
-  const runSide = async (side: WorkerSide, jobs: number): Promise<{ jobsPerSec: number; usage: Usage }> => {
+  const runSide = async (
+    side: WorkerSide,
+    jobs: number,
+    timed = true,
+  ): Promise<{ jobsPerSec: number; usage: Usage }> => {
     const id = serial++;
     const queueName = `c${concurrency}-${id}`;
     const taskId = `${ctx.prefix}${queueName}`;
-    const queue = new Queue(queueName, { connection: queueConnection, prefix: bullPrefix });
+    const queue = new Queue(queueName, { connection: queueConnection, prefix: bullPrefix, ...telemetry });
     const calls = Array.from({ length: jobs }, (_, i) => {
       const data = benchCall(queueName, taskId, i);
       const key = deriveKey({ namespace: "bench", taskId, stepId: String(i) });
@@ -114,13 +145,16 @@ export async function compareWorkers(
     const processor =
       side.build && onceStore
         ? side.build.createCallProcessor({ store: onceStore, tools: [tool] })
-        : async (_job: Job) => RESULT_100;
+        : side.floorScripts
+          ? floorProcessor(floorConnection, floorSha, side.floorScripts, effect)
+          : async (_job: Job) => effect();
     const connection = ctx.target.connect({ forWorker: true });
     const worker = new Worker(queueName, processor, {
       connection,
       prefix: bullPrefix,
       concurrency,
       autorun: false,
+      ...telemetry,
     });
     let completed = 0;
     let failure: Error | undefined;
@@ -134,13 +168,24 @@ export async function compareWorkers(
       });
     });
     await worker.waitUntilReady();
+    let profile: CpuProfile | undefined;
     try {
       const { usage } = await withUsage(ctx.probe, () =>
-        profiled(ctx.options.profileDir, `${side.name}-c${concurrency}-${id}`, async () => {
-          void worker.run();
-          await finished;
-        }),
+        profiled(
+          ctx.options.profileDir,
+          `${side.name}-c${concurrency}-${id}`,
+          async () => {
+            void worker.run();
+            await finished;
+          },
+          timed && settings.onProfile
+            ? (p) => {
+                profile = p;
+              }
+            : undefined,
+        ),
       );
+      if (profile) settings.onProfile?.(side.name, jobs, profile, usage);
       return { jobsPerSec: jobs / usage.seconds, usage };
     } catch (error) {
       throw new Error(`${side.name}: a job failed: ${failure?.message ?? error}`, { cause: error });
@@ -154,7 +199,7 @@ export async function compareWorkers(
 
   try {
     // One small untimed pass per side warms the JIT, the scripts and the connections.
-    for (const side of settings.sides) await runSide(side, Math.min(jobs, 1_000));
+    for (const side of settings.sides) await runSide(side, Math.min(jobs, 1_000), false);
     const names = settings.sides.map((s) => s.name);
     const bySide = new Map(settings.sides.map((s) => [s.name, s]));
     const results = await interleave(names, rounds, (name) => runSide(bySide.get(name) as WorkerSide, jobs));
@@ -174,6 +219,17 @@ export async function compareWorkers(
     return { concurrency, jobs, sides };
   } finally {
     await queueConnection.quit();
+    await floorConnection.quit();
     for (const { close } of stores.values()) await close();
   }
+}
+
+/** The raw processor with `scripts` bare EVALSHA on the job's key: one before its effect, one after. */
+function floorProcessor(redis: Redis, sha: string, scripts: 1 | 2, effect: () => unknown) {
+  return async (job: Job) => {
+    await redis.evalsha(sha, 1, job.id as string);
+    const result = await effect();
+    if (scripts === 2) await redis.evalsha(sha, 1, job.id as string);
+    return result;
+  };
 }

@@ -33,14 +33,24 @@ const input = z.object({
 });
 const output = z.object({ id: z.string(), status: z.string(), pad: z.string() });
 
-/** The no-op effect tool: validated like any tool, touches nothing, returns `result`. */
-export function noopEffectTool(result: z.input<typeof output> = RESULT_100): AnyTool {
+/** The effect of a bench job: nothing, or a wait of `effectMs` (a provider that answers that fast). */
+export function benchEffect(effectMs: number): () => Promise<typeof RESULT_100> | typeof RESULT_100 {
+  if (effectMs === 0) return () => RESULT_100;
+  return () => new Promise((resolve) => setTimeout(() => resolve(RESULT_100), effectMs));
+}
+
+/** The no-op effect tool: validated like any tool, touches nothing (or waits `effectMs`), returns `result`. */
+export function noopEffectTool(result: z.input<typeof output> = RESULT_100, effectMs = 0): AnyTool {
+  const effect = benchEffect(effectMs);
   return defineTool({
     name: TOOL_NAME,
     kind: "effect",
     input,
     output,
-    run: () => result,
+    run: async () => {
+      await effect();
+      return result;
+    },
     reconcile: async () => ({ applied: true, result }),
   });
 }

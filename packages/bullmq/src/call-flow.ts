@@ -436,14 +436,19 @@ export class CallFlow {
 
   #context(attempt: Attempt, owner: Ownership, lease: Lease): EffectContext {
     const { step, tool, delivery } = attempt;
+    let signal: AbortSignal | undefined;
     return {
       tool: tool.name,
       namespace: step.namespace,
       taskId: step.taskId,
       stepId: step.stepId,
       attempt: delivery.attempt,
-      // A lost lease or a cancellation from outside: either way the call must stop.
-      signal: delivery.signal ? AbortSignal.any([lease.signal, delivery.signal]) : lease.signal,
+      // A lost lease or a cancellation from outside: either way the call must stop. Combined when first read
+      // (AbortSignal.any costs more than the rest of the context, and most tools never read it).
+      get signal() {
+        signal ??= delivery.signal ? AbortSignal.any([lease.signal, delivery.signal]) : lease.signal;
+        return signal;
+      },
       key: step.key,
       fence: owner.fence,
       assertLease: () => lease.assert(),

@@ -103,7 +103,7 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
         } catch (error) {
           throw unrecoverable(error as Error);
         }
-        span.setAttributes(callAttributes(tool, call));
+        if (span.isRecording()) span.setAttributes(callAttributes(tool, call));
         telemetry.payload(span, "input", call.input);
         const delivery = bullmqDelivery(job, token, signal);
         try {

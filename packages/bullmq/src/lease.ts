@@ -9,7 +9,9 @@ import { LeaseLostError, type OnceStore } from "@once/core";
  * make a stale lease look fresh.
  */
 export class Lease {
-  readonly #controller = new AbortController();
+  /** Made when `signal` is first read (most tools never read it); `#lostWith` is the truth until then. */
+  #controller: AbortController | undefined;
+  #lostWith: LeaseLostError | undefined;
   readonly #store: OnceStore;
   readonly #key: string;
   readonly #token: string;
@@ -40,17 +42,21 @@ export class Lease {
   }
 
   get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#lostWith) this.#controller.abort(this.#lostWith);
+    }
     return this.#controller.signal;
   }
 
-  /** True once the store answered `lost`: another owner holds the key. */
+  /** True once the lease is lost: the store answered `lost`, or no heartbeat was confirmed for a whole lease. */
   get lost(): boolean {
-    return this.#controller.signal.reason instanceof LeaseLostError;
+    return this.#lostWith !== undefined;
   }
 
   /** True while not lost and more than half the lease is left since the last confirmation. */
   get fresh(): boolean {
-    return !this.#controller.signal.aborted && performance.now() - this.#confirmedAt < this.#leaseMs / 2;
+    return this.#lostWith === undefined && performance.now() - this.#confirmedAt < this.#leaseMs / 2;
   }
 
   /**
@@ -67,7 +73,7 @@ export class Lease {
    * lease that may have run out while it slept.
    */
   async confirm(): Promise<boolean> {
-    if (this.#controller.signal.aborted) return false;
+    if (this.#lostWith) return false;
     const sentAt = performance.now();
     const answer = await this.#store.heartbeat(this.#key, this.#token, this.#leaseMs);
     if (answer.outcome !== "ok") {
@@ -75,7 +81,7 @@ export class Lease {
       return false;
     }
     this.#confirmedAt = Math.max(this.#confirmedAt, sentAt);
-    return !this.#controller.signal.aborted;
+    return this.#lostWith === undefined;
   }
 
   stop(): void {
@@ -106,6 +112,7 @@ export class Lease {
   #abort(reason: LeaseLostError, cause?: unknown): void {
     if (cause !== undefined) (reason as { cause?: unknown }).cause = cause;
     this.stop();
-    this.#controller.abort(reason);
+    this.#lostWith ??= reason;
+    this.#controller?.abort(reason);
   }
 }

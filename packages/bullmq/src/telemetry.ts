@@ -103,6 +103,10 @@ export class Telemetry {
       parent,
     );
     try {
+      // Without a tracing SDK the span records nothing and has no valid context: made active, it would change
+      // nothing a child span or a propagator sees, so the context is left as it is.
+      if (!span.isRecording() && parent === context.active() && !trace.isSpanContextValid(span.spanContext()))
+        return await fn(span);
       return await context.with(trace.setSpan(parent, span), () => fn(span));
     } catch (error) {
       if (!expected(error)) this.fail(span, error);

@@ -1,7 +1,8 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { InvalidKeyPartError, MissingStepIdentityError } from "./errors.js";
 
 const KEY_VERSION = "once/key/v1";
+const VERSION_BYTES = Buffer.from(KEY_VERSION, "utf8");
 const MAX_PART_LENGTH = 256;
 // C0, DEL and C1 controls: invisible in logs and dashboards, so never part of an identity.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
@@ -38,18 +39,18 @@ export function deriveKey(identity: StepIdentity): string {
     validateKeyPart("taskId", identity.taskId),
     validateKeyPart("stepId", identity.stepId),
   ];
-  // One buffer and one update for the whole encoding (this runs for every job): the same bytes as
-  // updating with each part's 4-byte big-endian length and then its UTF-8 bytes.
-  let size = 0;
+  // One buffer and one hash for the whole encoding (this runs for every job): the same bytes as hashing the
+  // version and then each part's 4-byte big-endian length and its UTF-8 bytes.
+  let size = VERSION_BYTES.length;
   for (const part of parts) size += 4 + Buffer.byteLength(part, "utf8");
   const encoded = Buffer.allocUnsafe(size);
-  let at = 0;
+  let at = VERSION_BYTES.copy(encoded, 0);
   for (const part of parts) {
     const length = encoded.write(part, at + 4, "utf8");
     encoded.writeUInt32BE(length, at);
     at += 4 + length;
   }
-  return createHash("sha256").update(KEY_VERSION).update(encoded).digest("hex");
+  return hash("sha256", encoded);
 }
 
 /** The key of an effect call, whose `taskId` and `stepId` are required: a {@link MissingStepIdentityError} names the missing ones. */

@@ -104,8 +104,10 @@ export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
       );
     }
   }
+  // Looked up once here, not per call: every store call runs one of these.
+  const byScript = new Map(scripts.map((s) => [s.name, commands[s.command]]));
   return (script, key, args) => {
-    const command = commands[commandName(script)];
+    const command = byScript.get(script);
     if (command === undefined)
       throw new RedisScriptError(commandName(script), "not registered on this client");
     return command.call(client, key, ...args);

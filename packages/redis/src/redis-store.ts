@@ -205,7 +205,7 @@ export class RedisStore implements OnceStore {
   }
 
   /** One script, one round trip; whatever stands between us and Redis becomes StoreUnavailableError. */
-  async #call(script: ScriptName, key: string, args: readonly (string | number)[]): Promise<unknown> {
+  #call(script: ScriptName, key: string, args: readonly (string | number)[]): Promise<unknown> {
     const confirmation = this.#confirmation;
     if (confirmation && (BEFORE_EFFECT.has(script) || SETTLES.has(script)))
       return this.#confirmedCall(script, key, args, confirmation);

@@ -1,9 +1,9 @@
 /**
- * The version in every script's registered name (`once_v2_claim`). Bump it whenever a script or the record
+ * The version in every script's registered name (`once_v3_claim`). Bump it whenever a script or the record
  * layout changes, so two versions of @once/redis sharing one client never run each other's scripts; a test
  * holds every released name to its digest in test/script-digests.json.
  */
-export const SCRIPT_VERSION = "v2";
+export const SCRIPT_VERSION = "v3";
 
 /** Every Lua script, by the name of its file in `lua/` (without `-<numberOfKeys>.lua`). */
 export const SCRIPT_NAMES = [
@@ -23,7 +23,7 @@ export const SCRIPT_NAMES = [
 
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
-/** The ioredis command a script is registered as: `begin-effect` → `once_v2_begin_effect`. */
+/** The ioredis command a script is registered as: `begin-effect` → `once_v3_begin_effect`. */
 export function commandName(script: ScriptName): string {
   return `once_${SCRIPT_VERSION}_${script.replaceAll("-", "_")}`;
 }

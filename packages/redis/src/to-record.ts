@@ -39,7 +39,8 @@ export function toRecord(key: string, reply: unknown): OnceRecord | undefined {
   const leaseUntil = fields.get("lease_until");
   if (leaseUntil !== undefined) record.leaseUntil = Number(leaseUntil);
   const result = fields.get("result");
-  if (result !== undefined) record.result = result;
+  // A result of 65 to 128 bytes is kept in two parts, each cut between UTF-8 characters (see complete).
+  if (result !== undefined) record.result = result + (fields.get("result2") ?? "");
   const error = fields.get("error");
   if (error !== undefined) record.error = JSON.parse(error) as StoredError;
   const trace = fields.get("trace");

@@ -12,7 +12,7 @@ import {
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { describeStoreConformance } from "../../../test/support/store-conformance.js";
-import { RedisScriptError, RedisStore, SCRIPT_VERSION } from "../src/index.js";
+import { RedisScriptError, RedisStore, SCRIPT_VERSION, scanRecords } from "../src/index.js";
 
 // Long enough that a record outlives any test, short enough that a crashed run leaves nothing for long.
 const RETENTION_MS = 10 * 60 * 1000;
@@ -106,6 +106,67 @@ describe("RedisStore on a standalone Redis", () => {
       expect(resolved.owner).toBeUndefined();
       expect(resolved.lease_until).toBeUndefined();
       expect(resolved.error).toBeUndefined();
+    });
+
+    it("keeps a result of 65 to 128 bytes in two parts of at most 64 bytes, cut between characters: the record stays a listpack", async () => {
+      const store = await RedisStore.create({ redis, prefix, retentionMs: 60_000 });
+      const cases: [result: string, parts: number][] = [
+        [JSON.stringify({ id: "ch_1", pad: "x".repeat(80) }), 2],
+        ["1".repeat(128), 2],
+        ["2".repeat(64), 1],
+        // A cut that must back up over a four-byte character (at 62), and over a three-byte one (at 63).
+        [`é${"😀".repeat(30)}`, 2],
+        ["€".repeat(40), 2],
+        // Backing up to a character would leave more than 64 bytes for the second part: kept whole.
+        [`a${"😀".repeat(31)}bbb`, 1],
+        ["3".repeat(129), 1],
+      ];
+      for (const [result, count] of cases) {
+        const key = randomKey();
+        const claim = await store.claim(request(key, { phase: "effect" }));
+        if (claim.outcome !== "acquired") throw new Error(`expected acquired, got ${claim.outcome}`);
+        expect(await store.complete(key, claim.token, result)).toMatchObject({ outcome: "ok" });
+        const fields = await redis.hgetallBuffer(prefix + key);
+        const parts = Object.keys(fields).filter((f) => /^result\d*$/.test(f));
+        expect(parts).toHaveLength(count);
+        expect(fields.phase).toBeUndefined();
+        const small = Buffer.byteLength(result) <= 64 || count === 2;
+        expect(await redis.object("ENCODING", prefix + key)).toBe(small ? "listpack" : "hashtable");
+        for (const part of parts) {
+          if (count === 2) expect(fields[part]?.length).toBeLessThanOrEqual(64);
+          // Each part is whole UTF-8 on its own: a reader that decodes the parts one by one loses nothing.
+          expect(Buffer.from(fields[part]?.toString("utf8") ?? "", "utf8")).toEqual(fields[part]);
+        }
+        expect(await store.claim(request(key, { phase: "effect" }))).toMatchObject({
+          outcome: "replay",
+          result,
+        });
+        expect((await store.get(key))?.result).toBe(result);
+        const scanned: string[] = [];
+        for await (const record of scanRecords(redis, { prefix }))
+          if (record.key === key) scanned.push(record.result ?? "");
+        expect(scanned).toEqual([result]);
+      }
+    });
+
+    it("replays and reads a record written whole by an earlier version (one result field over 64 bytes)", async () => {
+      const store = await RedisStore.create({ redis, prefix, retentionMs: 60_000 });
+      const key = randomKey();
+      const result = JSON.stringify({ id: "ch_1", pad: "z".repeat(200) });
+      await redis.hset(prefix + key, {
+        fp: "fp",
+        tool: "charge_card",
+        fence: 1,
+        claims: 1,
+        created_at: 1,
+        state: "done",
+        phase: "effect",
+        updated_at: 2,
+        result,
+      });
+      await redis.pexpire(prefix + key, 60_000);
+      expect(await store.claim(request(key))).toMatchObject({ outcome: "replay", result, fence: 1 });
+      expect((await store.get(key))?.result).toBe(result);
     });
 
     it("takes time from the Redis server's clock, not the client's", async () => {

@@ -25,7 +25,8 @@ local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local r = redis.call('HMGET', key, 'state', 'phase', 'fence', 'lease_until', 'fp', 'tool', 'result', 'error', 'trace')
+local r = redis.call('HMGET', key, 'state', 'phase', 'fence', 'lease_until', 'fp', 'tool', 'result', 'error', 'trace',
+  'result2')
 local state = r[1]
 
 local function grant(code, newState, from)
@@ -57,7 +58,12 @@ end
 if r[5] ~= ARGV[1] then return {7, r[6]} end
 
 local fence = tonumber(r[3])
-if state == 'done' then return {4, fence, r[7], r[9]} end
+if state == 'done' then
+  -- A result of 65 to 128 bytes is kept in two parts (see complete).
+  local result = r[7]
+  if r[10] then result = result .. r[10] end
+  return {4, fence, result, r[9]}
+end
 if state == 'failed' then return {5, fence, r[8], r[9]} end
 if state == 'released' then return grant(1, 'claimed') end
 if state == 'unknown' then return grant(3, 'reconciling', 'unknown') end

@@ -15,6 +15,28 @@
     {10, fence}    ok
     {12, reason}   refused: no record, not unknown, or the fence moved on; nothing changed
 ]]
+-- A result of 65 to 128 bytes in two fields, 'result' and 'result2', of at most 64 bytes each, cut between
+-- UTF-8 characters: Redis keeps a hash whose values are all that short as a listpack (hash-max-listpack-value
+-- 64), about half the memory of a hashtable. A longer result stays one field: a listpack is scanned from end
+-- to end on every read, and past two parts the replays cost Redis more than the memory saved is worth.
+local function resultFields(text, fields)
+  local cut = math.min(64, #text)
+  while cut < #text do
+    local b = string.byte(text, cut + 1)
+    if b < 128 or b >= 192 then break end
+    cut = cut - 1
+  end
+  if #text > 64 and #text - cut <= 64 then
+    fields[#fields + 1] = 'result'
+    fields[#fields + 1] = string.sub(text, 1, cut)
+    fields[#fields + 1] = 'result2'
+    fields[#fields + 1] = string.sub(text, cut + 1)
+  else
+    fields[#fields + 1] = 'result'
+    fields[#fields + 1] = text
+  end
+end
+
 local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -42,7 +64,12 @@ local fence = tonumber(r[2]) + 1
 redis.call('HDEL', key, 'owner', 'lease_until', 'result', 'error')
 redis.call('HSET', key, 'state', state, 'fence', fence, 'res_as', decision, 'res_by', ARGV[3],
   'res_why', ARGV[4], 'res_at', now, 'updated_at', now)
-if state == 'done' then redis.call('HSET', key, 'result', ARGV[2]) end
+if state == 'done' then
+  local fields = {}
+  resultFields(ARGV[2], fields)
+  redis.call('HSET', key, unpack(fields))
+  redis.call('HDEL', key, 'phase')
+end
 if state == 'failed' then redis.call('HSET', key, 'error', ARGV[2]) end
 redis.call('PEXPIRE', key, ARGV[6])
 return {10, fence}

@@ -1,0 +1,249 @@
+import { deriveKey, fingerprint } from "@once/core";
+import type { Redis } from "ioredis";
+import type { BenchContext, OnceBuild } from "./bench-context.js";
+import { redisCpuSeconds } from "./server-stats.js";
+import { median, round } from "./stats.js";
+import { compareWorkers, type WorkerSide } from "./throughput.js";
+import { INPUT, RESULT_100, TOOL_NAME } from "./workload.js";
+
+/** What V8's CPU profiler returns (`Profiler.stop`), the parts this module reads. */
+export interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** The parts of a job's Node CPU, in the order the table shows them. */
+export const PARTS = [
+  "job-data parse",
+  "key (derive, check)",
+  "fingerprint",
+  "input/output validation",
+  "lease (timer, signal)",
+  "spans and metrics",
+  "result serialisation",
+  "store calls: commands built and written",
+  "the flow's own code",
+  "ioredis: replies read (every client)",
+  "BullMQ (its code and commands)",
+  "promise machinery (microtasks)",
+  "garbage collection",
+  "other (Node internals)",
+] as const;
+export type Part = (typeof PARTS)[number];
+
+/** once's own modules (of the current build or a --baseline copy), by file name; bullmq's are in node_modules. */
+const OURS =
+  /\/(packages\/[\w-]+\/dist|bench\/baseline\/[\w-]+|node_modules\/@once\/[\w-]+\/dist)\/([\w-]+)\.js$/;
+
+/** The part a frame of once's (or the bench's floor processor) belongs to; undefined for a frame of no part. */
+function partOf(fn: string, url: string): Part | undefined {
+  if (url.endsWith("/bench/dist/throughput.js")) return "store calls: commands built and written";
+  if (url.includes("@opentelemetry/api")) return "spans and metrics";
+  const file = OURS.exec(url)?.[2];
+  if (file === undefined) return undefined;
+  switch (file) {
+    case "wire":
+      return "job-data parse";
+    case "key":
+      return "key (derive, check)";
+    case "fingerprint":
+      return "fingerprint";
+    case "tool":
+      return "input/output validation";
+    case "lease":
+      return "lease (timer, signal)";
+    case "telemetry":
+      return "spans and metrics";
+    case "redis-store":
+    case "load-scripts":
+    case "with-timeout":
+    case "owner-nonce":
+    case "script-names":
+      return "store calls: commands built and written";
+  }
+  if (fn === "checkedStep") return "key (derive, check)";
+  if (fn === "#context") return "lease (timer, signal)";
+  if (fn === "#trace") return "spans and metrics";
+  if (fn === "toJson" || fn === "#storable") return "result serialisation";
+  return "the flow's own code";
+}
+
+/** A sample with no frame of once's: where its leaf is. */
+function leafPart(fn: string, url: string, stack: readonly string[]): Part | "profiler" {
+  if (fn === "(garbage collector)") return "garbage collection";
+  if (stack.some((u) => u.startsWith("node:inspector")) || url.startsWith("node:inspector"))
+    return "profiler";
+  if (fn === "runMicrotasks" || fn === "processTicksAndRejections") return "promise machinery (microtasks)";
+  if (stack.some((u) => u.includes("/bullmq/dist/"))) return "BullMQ (its code and commands)";
+  if (stack.some((u) => u.includes("/ioredis/"))) return "ioredis: replies read (every client)";
+  return "other (Node internals)";
+}
+
+/**
+ * Node CPU per job by part, from one profile of a run that used `cpuUsPerJob` of Node CPU per job: each sample
+ * goes to the part of the nearest frame of once's code above it (a zod frame under `parseInput` is validation,
+ * an ioredis frame under a store call is that call), else to where its leaf is. Parts are shares of the
+ * samples times the measured CPU (a sample's time delta is wall time, which a starved process stretches); the
+ * profiler's own share is left out.
+ */
+export function partsOf(profile: CpuProfile, cpuUsPerJob: number): Record<Part, number> {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const hits = new Map<number, number>();
+  for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
+  const counts = Object.fromEntries(PARTS.map((p) => [p, 0])) as Record<Part, number>;
+  let all = 0;
+  for (const [id, n] of hits) {
+    const leaf = byId.get(id);
+    const name = leaf?.callFrame.functionName;
+    if (!leaf || name === "(idle)" || name === "(program)") continue;
+    all += n;
+    let part: Part | "profiler" | undefined;
+    const stack: string[] = [];
+    for (let at: number | undefined = id; at !== undefined && part === undefined; at = parent.get(at)) {
+      const frame = byId.get(at)?.callFrame;
+      if (!frame) break;
+      stack.push(frame.url);
+      part = partOf(frame.functionName, frame.url);
+    }
+    part ??= leafPart(leaf.callFrame.functionName, leaf.callFrame.url, stack);
+    if (part !== "profiler") counts[part] += n;
+  }
+  const perSample = all === 0 ? 0 : cpuUsPerJob / all;
+  return Object.fromEntries(PARTS.map((p) => [p, counts[p] * perSample])) as Record<Part, number>;
+}
+
+/** Redis' cost of one script call: CPU of the server per call, and the script's own time (commandstats). */
+export interface ScriptCost {
+  redisCpuUs: number;
+  /** `usec_per_call` of EVALSHA while only this script ran: the script's body, without reading and replying. */
+  scriptUs: number;
+}
+
+export interface PartsFigures {
+  jobs: number;
+  /** Node CPU per job by part and side (median over rounds), µs, while profiled. */
+  nodeUs: Record<string, Record<Part, number>>;
+  /** Redis cost per call of each script, by build, and of the floor's bare EVALSHA. */
+  scripts: Record<string, Record<string, ScriptCost>>;
+}
+
+/**
+ * The per-part table: the floor and every build's first run profiled in interleaved rounds, and the Redis cost
+ * of each script a first run and a replay send, measured alone.
+ */
+export async function measureParts(
+  ctx: BenchContext,
+  settings: { jobs: number; rounds: number },
+): Promise<PartsFigures> {
+  const profiles = new Map<string, Record<Part, number>[]>();
+  const sides: WorkerSide[] = [{ name: "floor", floorScripts: 2 }];
+  for (const build of ctx.builds) sides.push({ name: build.label, build });
+  await compareWorkers(ctx, {
+    sides,
+    concurrency: 50,
+    jobs: settings.jobs,
+    rounds: settings.rounds,
+    onProfile: (side, jobs, profile, usage) => {
+      const list = profiles.get(side) ?? [];
+      list.push(partsOf(profile, (usage.nodeCpu * usage.seconds * 1e6) / jobs));
+      profiles.set(side, list);
+    },
+  });
+  const nodeUs: Record<string, Record<Part, number>> = {};
+  for (const [side, list] of profiles) {
+    nodeUs[side] = Object.fromEntries(PARTS.map((p) => [p, round(median(list.map((r) => r[p])))])) as Record<
+      Part,
+      number
+    >;
+  }
+  // Each script alone, builds interleaved round by round (keys fresh each round), medians over the rounds.
+  const measured: Record<string, Record<string, ScriptCost>>[] = [];
+  const redis = ctx.target.connect();
+  try {
+    for (let r = 0; r < settings.rounds; r++) {
+      const one: Record<string, Record<string, ScriptCost>> = {};
+      one.floor = { "bare EVALSHA": await bareScriptCost(ctx, redis, settings.jobs) };
+      const builds = r % 2 === 0 ? ctx.builds : [...ctx.builds].reverse();
+      for (const build of builds) one[build.label] = await scriptCosts(ctx, redis, build, settings.jobs, r);
+      measured.push(one);
+    }
+  } finally {
+    await redis.quit();
+  }
+  const scripts: Record<string, Record<string, ScriptCost>> = {};
+  for (const side of ["floor", ...ctx.builds.map((b) => b.label)]) {
+    const costs: Record<string, ScriptCost> = {};
+    for (const script of Object.keys(measured[0]?.[side] ?? {})) {
+      const of = (pick: (c: ScriptCost) => number) =>
+        round(median(measured.map((m) => (m[side]?.[script] ? pick(m[side][script]) : Number.NaN))));
+      costs[script] = { redisCpuUs: of((c) => c.redisCpuUs), scriptUs: of((c) => c.scriptUs) };
+    }
+    scripts[side] = costs;
+  }
+  return { jobs: settings.jobs, nodeUs, scripts };
+}
+
+/** Runs `op` for 0..n-1, 50 at a time, and reads what Redis spent on it. */
+async function redisCost(
+  ctx: BenchContext,
+  n: number,
+  op: (i: number) => Promise<unknown>,
+): Promise<ScriptCost> {
+  const before = await evalshaStats(ctx.probe);
+  const cpuBefore = await redisCpuSeconds(ctx.probe);
+  for (let i = 0; i < n; i += 50)
+    await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, j) => op(i + j)));
+  const cpu = (await redisCpuSeconds(ctx.probe)) - cpuBefore;
+  const after = await evalshaStats(ctx.probe);
+  return {
+    redisCpuUs: round((cpu * 1e6) / n),
+    scriptUs: round((after.usec - before.usec) / Math.max(1, after.calls - before.calls)),
+  };
+}
+
+async function evalshaStats(redis: Redis): Promise<{ calls: number; usec: number }> {
+  const text = await redis.info("commandstats");
+  const match = /^cmdstat_evalsha:calls=(\d+),usec=(\d+)/m.exec(text);
+  return { calls: Number(match?.[1] ?? 0), usec: Number(match?.[2] ?? 0) };
+}
+
+async function bareScriptCost(ctx: BenchContext, redis: Redis, n: number): Promise<ScriptCost> {
+  const sha = String(await redis.script("LOAD", "return 1"));
+  return redisCost(ctx, n, (i) => redis.evalsha(sha, 1, `${ctx.prefix}bare:${i}`));
+}
+
+/** A first run's claim and complete, and a replay's claim, each measured over `n` keys of their own. */
+async function scriptCosts(
+  ctx: BenchContext,
+  redis: Redis,
+  build: OnceBuild,
+  n: number,
+  round: number,
+): Promise<Record<string, ScriptCost>> {
+  const prefix = `${ctx.prefix}parts${ctx.builds.indexOf(build)}r${round}:`;
+  const store = await build.RedisStore.create({ redis: redis as never, prefix, checks: false });
+  const print = fingerprint(TOOL_NAME, INPUT);
+  const result = JSON.stringify(RESULT_100);
+  const keys = Array.from({ length: n }, (_, i) =>
+    deriveKey({ namespace: "bench", taskId: prefix, stepId: String(i) }),
+  );
+  const tokens: string[] = [];
+  const claim = (key: string) =>
+    store.claim({ key, fingerprint: print, tool: TOOL_NAME, phase: "effect", leaseMs: 30_000 });
+  const claimCost = await redisCost(ctx, n, async (i) => {
+    const c = await claim(keys[i] as string);
+    if (c.outcome !== "acquired") throw new Error(`parts: claim ${c.outcome}`);
+    tokens[i] = c.token;
+  });
+  const completeCost = await redisCost(ctx, n, (i) =>
+    store.complete(keys[i] as string, tokens[i] as string, result),
+  );
+  const replayCost = await redisCost(ctx, n, async (i) => {
+    const c = await claim(keys[i] as string);
+    if (c.outcome !== "replay") throw new Error(`parts: replay ${c.outcome}`);
+  });
+  return { claim: claimCost, complete: completeCost, "claim (replay)": replayCost };
+}
