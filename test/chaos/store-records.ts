@@ -39,7 +39,7 @@ async function readNode(
       if (keys.length === 0) continue;
       const pipeline = redis.pipeline();
       for (const key of keys)
-        pipeline.hmget(key, "state", "phase", "fence", ...(withResult ? ["result"] : []));
+        pipeline.hmget(key, "state", "phase", "fence", ...(withResult ? ["result", "result2"] : []));
       const replies = (await pipeline.exec()) ?? [];
       keys.forEach((key, n) => {
         const values = (replies[n]?.[1] ?? []) as (string | null)[];
@@ -47,7 +47,8 @@ async function readNode(
           state: values[0] ?? null,
           phase: values[1] ?? null,
           fence: Number(values[2] ?? 0),
-          ...(withResult ? { result: values[3] ?? null } : {}),
+          // A result of 65 to 128 bytes is kept in two parts (record layout v3): joined as the store joins them.
+          ...(withResult ? { result: values[3] == null ? null : values[3] + (values[4] ?? "") } : {}),
         });
       });
     } while (cursor !== "0");
