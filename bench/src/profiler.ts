@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import path from "node:path";
 import type { CpuProfile } from "./parts.js";
@@ -24,11 +24,13 @@ export async function profiled<T>(
     return await fn();
   } finally {
     const { profile } = await session.post("Profiler.stop");
-    if (dir !== undefined)
+    if (dir !== undefined) {
+      mkdirSync(dir, { recursive: true });
       writeFileSync(
         path.join(dir, `${name.replace(/[^A-Za-z0-9_.-]+/g, "-")}.cpuprofile`),
         JSON.stringify(profile),
       );
+    }
     take?.(profile as CpuProfile);
     session.disconnect();
   }

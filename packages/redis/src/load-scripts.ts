@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import type { Cluster, Redis } from "ioredis";
 import { RedisScriptError } from "./errors.js";
@@ -15,9 +16,9 @@ export interface ScriptFile {
   command: string;
   numberOfKeys: number;
   lua: string;
+  /** SHA1 of `lua`: what EVALSHA runs and SCRIPT EXISTS looks up. */
+  sha1: string;
 }
-
-type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;
 
 /** How many copies a write must have before it counts: `WAIT`, or `WAITAOF` when `fsync` is asked for. */
 export interface Confirmation {
@@ -45,85 +46,55 @@ export type RunConfirmed = (
   confirmation: Confirmation,
 ) => Promise<Confirmed>;
 
+/** The two ways a store runs its scripts on one client. */
+export interface Scripts {
+  run: RunScript;
+  runConfirmed: RunConfirmed;
+}
+
 type Pipeline = Record<string, (...args: (string | number)[]) => Pipeline> & {
   exec(): Promise<[Error | null, unknown][] | null>;
 };
 
-/** The Lua of each script registered on a client, by its versioned name. */
-type Registered = WeakMap<Redis | Cluster, Map<string, string>>;
-
-// One registry for every copy of @once/redis in the process (two builds can share a client, and each
-// module copy has its own module scope), so it lives on globalThis under a registered symbol, as
-// OpenTelemetry's API keeps its globals. Its key and shape are a contract between versions: keep both.
-const REGISTERED = Symbol.for("@once/redis:registered-scripts");
-
-function registered(client: Redis | Cluster): Map<string, string> {
-  const global = globalThis as { [REGISTERED]?: Registered };
-  global[REGISTERED] ??= new WeakMap();
-  let scripts = global[REGISTERED].get(client);
-  if (scripts === undefined) {
-    scripts = new Map();
-    global[REGISTERED].set(client, scripts);
-  }
-  return scripts;
-}
+type Eval = (script: string, numberOfKeys: number, ...args: (string | number)[]) => Promise<unknown>;
 
 let files: Promise<ScriptFile[]> | undefined;
 
 /**
- * Registers every script on `client` with ioredis' `defineCommand` (EVALSHA, falling back to EVAL on
- * NOSCRIPT), under versioned names, and returns the function that runs them.
+ * Reads every script once per process and returns the functions that run them on `client`: `EVALSHA` by
+ * each script's SHA1, and `EVAL` of its text when the server's script cache lacks it (NOSCRIPT: a restart, a
+ * failover, a `SCRIPT FLUSH`), which caches it again. Addressed by digest, two builds of @once/redis sharing
+ * one client each run their own Lua, whatever their versions; ioredis' `defineCommand` would do the same
+ * fallback but cost a command class, a closure and two more promises per call.
  */
-export async function loadScripts(client: Redis | Cluster): Promise<RunScript> {
+export async function loadScripts(client: Redis | Cluster): Promise<Scripts> {
   files ??= readScriptFiles();
   const scripts = await files.catch((error: unknown) => {
     files = undefined;
     throw error;
   });
-  const commands = client as unknown as Record<string, ScriptCommand | undefined>;
-  const defined = registered(client);
-  for (const script of scripts) {
-    const existing = defined.get(script.command);
-    if (existing === undefined) {
-      if (commands[script.command] !== undefined) {
-        // Defined by something that did not record its Lua here, so it cannot be shown to be ours.
-        throw new RedisScriptError(
-          script.command,
-          "this client already has a command under that name that @once/redis did not register, so it may " +
-            "run other Lua",
-        );
-      }
-      client.defineCommand(script.command, { lua: script.lua, numberOfKeys: script.numberOfKeys });
-      defined.set(script.command, script.lua);
-    } else if (existing !== script.lua) {
-      // Same versioned name, different Lua: two builds of @once/redis that forgot to bump SCRIPT_VERSION.
-      throw new RedisScriptError(
-        script.command,
-        "this client already has a different script under that name (two builds of @once/redis with the " +
-          "same script version share it)",
-      );
-    }
-  }
-  // Looked up once here, not per call: every store call runs one of these.
-  const byScript = new Map(scripts.map((s) => [s.name, commands[s.command]]));
-  return (script, key, args) => {
-    const command = byScript.get(script);
-    if (command === undefined)
-      throw new RedisScriptError(commandName(script), "not registered on this client");
-    return command.call(client, key, ...args);
+  const byName = new Map(scripts.map((file) => [file.name, file]));
+  const fileOf = (script: ScriptName): ScriptFile => {
+    const file = byName.get(script);
+    if (file === undefined) throw new RedisScriptError(commandName(script), "no such script in this build");
+    return file;
   };
-}
+  const evalsha = client.evalsha.bind(client) as Eval;
+  const evalText = client.eval.bind(client) as Eval;
 
-/** The confirmed form of a client's scripts (loaded first with {@link loadScripts}). */
-export function confirmedRunner(client: Redis | Cluster): RunConfirmed {
-  return async (script, key, args, { replicas, timeoutMs, fsync }) => {
-    const pipeline = (client as unknown as { pipeline(): Pipeline }).pipeline();
-    // Without a script, EXISTS gives the pipeline its key, so a Cluster routes the WAIT to that key's master.
-    if (script === undefined) pipeline.exists?.(key);
-    else pipeline[commandName(script)]?.(key, ...args);
-    if (fsync) pipeline.call?.("WAITAOF", 1, replicas, timeoutMs);
-    else pipeline.wait?.(replicas, timeoutMs);
-    const replies = (await pipeline.exec()) ?? [];
+  const run: RunScript = (script, key, args) => {
+    const { sha1, lua, numberOfKeys } = fileOf(script);
+    return evalsha(sha1, numberOfKeys, key, ...args).catch((error: unknown) => {
+      if (!isNoScript(error)) throw error;
+      return evalText(lua, numberOfKeys, key, ...args);
+    });
+  };
+
+  const runConfirmed: RunConfirmed = async (script, key, args, confirmation) => {
+    const file = script === undefined ? undefined : fileOf(script);
+    let replies = await confirmedPipeline(client, file, "evalsha", key, args, confirmation);
+    if (file !== undefined && isNoScript(replies[0]?.[0]))
+      replies = await confirmedPipeline(client, file, "eval", key, args, confirmation);
     const [ran, waited] = replies;
     if (ran?.[0]) throw ran[0];
     if (waited?.[0]) throw waited[0];
@@ -133,6 +104,30 @@ export function confirmedRunner(client: Redis | Cluster): RunConfirmed {
     const acknowledged = (local ?? 0) >= 1 ? (onReplicas ?? 0) : 0;
     return { reply: ran?.[1], acknowledged };
   };
+
+  return { run, runConfirmed };
+}
+
+/** The script (or, without one, EXISTS on its key) and its WAIT / WAITAOF, in one pipeline. */
+async function confirmedPipeline(
+  client: Redis | Cluster,
+  file: ScriptFile | undefined,
+  how: "evalsha" | "eval",
+  key: string,
+  args: readonly (string | number)[],
+  { replicas, timeoutMs, fsync }: Confirmation,
+): Promise<[Error | null, unknown][]> {
+  const pipeline = (client as unknown as { pipeline(): Pipeline }).pipeline();
+  // Without a script, EXISTS gives the pipeline its key, so a Cluster routes the WAIT to that key's master.
+  if (file === undefined) pipeline.exists?.(key);
+  else pipeline[how]?.(how === "evalsha" ? file.sha1 : file.lua, file.numberOfKeys, key, ...args);
+  if (fsync) pipeline.call?.("WAITAOF", 1, replicas, timeoutMs);
+  else pipeline.wait?.(replicas, timeoutMs);
+  return (await pipeline.exec()) ?? [];
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith("NOSCRIPT");
 }
 
 /**
@@ -163,7 +158,8 @@ export async function readScriptFiles(): Promise<ScriptFile[]> {
         );
       }
       const lua = await readFile(new URL(match[0], dir), "utf8");
-      return { name, command: commandName(name), numberOfKeys: Number(match[1]), lua };
+      const sha1 = createHash("sha1").update(lua).digest("hex");
+      return { name, command: commandName(name), numberOfKeys: Number(match[1]), lua, sha1 };
     }),
   );
 }

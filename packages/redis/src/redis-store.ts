@@ -16,10 +16,10 @@ import { checkRedis } from "./check-redis.js";
 import type { RedisReport } from "./diagnose-redis.js";
 import {
   type Confirmation,
-  confirmedRunner,
   loadScripts,
   type RunConfirmed,
   type RunScript,
+  type Scripts,
 } from "./load-scripts.js";
 import { ownerNonce } from "./owner-nonce.js";
 import type { ScriptName } from "./script-names.js";
@@ -87,9 +87,9 @@ export class RedisStore implements OnceStore {
   /** What the start-up checks found; undefined when they were skipped. */
   readonly report: RedisReport | undefined;
 
-  private constructor(run: RunScript, options: RedisStoreOptions, report: RedisReport | undefined) {
-    this.#run = run;
-    this.#runConfirmed = confirmedRunner(options.redis);
+  private constructor(scripts: Scripts, options: RedisStoreOptions, report: RedisReport | undefined) {
+    this.#run = scripts.run;
+    this.#runConfirmed = scripts.runConfirmed;
     const { durability } = options;
     this.#confirmation = durability && { ...durability, fsync: durability.fsync === true };
     this.#timeoutMs = options.timeoutMs ?? 5_000;
@@ -114,10 +114,10 @@ export class RedisStore implements OnceStore {
             ...(options.allowEviction === undefined ? {} : { allowEviction: options.allowEviction }),
             ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
           });
-    const run = await loadScripts(options.redis);
+    const scripts = await loadScripts(options.redis);
     if (options.durability !== undefined)
       await checkDurability(options.redis, options.durability, options.timeoutMs ?? 5_000);
-    return new RedisStore(run, options, report);
+    return new RedisStore(scripts, options, report);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimOutcome> {

@@ -1,7 +1,8 @@
 /**
- * The version in every script's registered name (`once_v3_claim`). Bump it whenever a script or the record
- * layout changes, so two versions of @once/redis sharing one client never run each other's scripts; a test
- * holds every released name to its digest in test/script-digests.json.
+ * The version of the scripts and of the record layout they write, in every script's name (`once_v3_claim`):
+ * the name errors and `scriptDigests` give. Bump it whenever a script or the layout changes, so a name
+ * stands for one Lua text and one layout; a test holds every released name to its digest in
+ * test/script-digests.json. (Scripts run by digest, so two builds on one client never run each other's.)
  */
 export const SCRIPT_VERSION = "v3";
 
@@ -23,7 +24,7 @@ export const SCRIPT_NAMES = [
 
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
-/** The ioredis command a script is registered as: `begin-effect` → `once_v3_begin_effect`. */
+/** A script's versioned name: `begin-effect` → `once_v3_begin_effect`. */
 export function commandName(script: ScriptName): string {
   return `once_${SCRIPT_VERSION}_${script.replaceAll("-", "_")}`;
 }

@@ -1,10 +1,10 @@
-// Two builds of @once/redis can share one ioredis client (two versions in one process). Each is a module
-// copy with its own module scope, so what one registered on a client must be visible to the other.
+// Two builds of @once/redis can share one ioredis client (two versions in one process), each a module copy
+// with its own module scope; scripts run by digest, so each runs its own Lua, and a flushed cache is refilled.
 
-import { redisUrl } from "@once/support";
+import { redisUrl, startRedisServer } from "@once/support";
 import { Redis } from "ioredis";
-import { afterEach, describe, expect, it, vi } from "vitest";
-import { RedisScriptError } from "../src/index.js";
+import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
+import { scriptDigests } from "../src/index.js";
 import { loadScripts } from "../src/load-scripts.js";
 
 /**
@@ -35,29 +35,42 @@ afterEach(() => {
   for (const redis of clients.splice(0)) redis.disconnect();
 });
 
-function client(): Redis {
-  const redis = new Redis(redisUrl());
+function client(url = redisUrl()): Redis {
+  const redis = new Redis(url);
   clients.push(redis);
   return redis;
 }
 
 describe("loadScripts", () => {
-  it("lets two builds with the same scripts share one client, each able to run them", async () => {
+  const absent = () => `once-test:${Math.random().toString(16).slice(2)}:absent`;
+
+  it("lets two builds with different scripts share one client, each running its own Lua", async () => {
     const redis = client();
-    const other = await anotherBuild();
-    const run = await loadScripts(redis);
-    const runFromOther = await other.loadScripts(redis);
-    const key = `once-test:${Math.random().toString(16).slice(2)}:absent`;
-    expect(await run("get", key, [])).toEqual([-2, []]);
-    expect(await runFromOther("get", key, [])).toEqual([-2, []]);
+    const other = await anotherBuild((lua) => lua.replace("redis.call('PTTL', KEYS[1])", "-7"));
+    const mine = await loadScripts(redis);
+    const theirs = await other.loadScripts(redis);
+    const key = absent();
+    expect(await mine.run("get", key, [])).toEqual([-2, []]);
+    expect(await theirs.run("get", key, [])).toEqual([-7, []]);
+    expect(await mine.run("get", key, [])).toEqual([-2, []]);
   });
 
-  it("refuses a client where another build registered other Lua under the same versioned name", async () => {
-    const redis = client();
-    const other = await anotherBuild((lua) => `${lua}\n-- another build`);
-    await other.loadScripts(redis);
-    const error = await loadScripts(redis).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RedisScriptError);
-    expect((error as Error).message).toContain("a different script under that name");
+  it("runs a script the server's cache has lost (SCRIPT FLUSH, a restart) with EVAL, which caches it again", async () => {
+    // A server of its own: a flush of a shared server's cache would be felt by its other clients.
+    const server = await startRedisServer();
+    onTestFinished(() => server.stop());
+    const redis = client(server.url);
+    const { run, runConfirmed } = await loadScripts(redis);
+    const [get] = (await scriptDigests()).filter((digest) => digest.name === "get");
+    const cached = async () => ((await redis.script("EXISTS", get?.sha1 ?? "")) as number[])[0];
+    await redis.script("FLUSH");
+    expect(await cached()).toBe(0);
+    expect(await run("get", absent(), [])).toEqual([-2, []]);
+    expect(await cached()).toBe(1);
+
+    await redis.script("FLUSH");
+    const confirmed = await runConfirmed("get", absent(), [], { replicas: 0, timeoutMs: 100, fsync: false });
+    expect(confirmed).toEqual({ reply: [-2, []], acknowledged: 0 });
+    expect(await cached()).toBe(1);
   });
 });

@@ -1,6 +1,6 @@
-// The versioned script names exist so that two builds sharing one Redis never run each other's Lua under
-// one name. That holds only if a name, once released, never gets other Lua: test/script-digests.json keeps
-// every name ever released with the SHA1 it had, and this test holds the scripts of this build to it.
+// A versioned script name stands for one Lua text and the record layout it writes. That holds only if a name,
+// once released, never gets other Lua: test/script-digests.json keeps every name ever released with the SHA1
+// it had, and this test holds the scripts of this build to it.
 
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
