@@ -30,6 +30,8 @@ export interface BenchOptions {
   storeRounds: number;
   /** Jobs per throughput side per round. */
   jobs: number;
+  /** How long the realistic section's effect waits, in ms (its goal is set for 5). */
+  effectMs: number;
   /** Records measured for the memory figure. */
   memoryRecords: number;
   /** How long one side of one store round runs, in ms. */
@@ -48,7 +50,7 @@ export interface BenchOptions {
 }
 
 const USAGE = `usage: node bench/dist/main.js [--json PATH] [--only SECTION,…] [--rounds N] [--store-rounds N] [--jobs N]
-       [--memory-records N] [--store-round-ms MS] [--redis-url URL] [--baseline DIR] [--sides NAME,…] [--profile-dir DIR] [--quick]
+       [--effect-ms MS] [--memory-records N] [--store-round-ms MS] [--redis-url URL] [--baseline DIR] [--sides NAME,…] [--profile-dir DIR] [--quick]
 
 sections: ${SECTIONS.join(", ")}
 By default a throwaway redis-server (REDIS_SERVER_BIN, else redis-server on PATH) is started on a free port
@@ -70,6 +72,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       "store-rounds": { type: "string" },
       jobs: { type: "string" },
       "memory-records": { type: "string" },
+      "effect-ms": { type: "string" },
       "store-round-ms": { type: "string" },
       "redis-url": { type: "string" },
       baseline: { type: "string" },
@@ -94,6 +97,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
     rounds: integer("rounds", values.rounds, quick ? 3 : 5),
     storeRounds: integer("store-rounds", values["store-rounds"], quick ? 4 : 10),
     jobs: integer("jobs", values.jobs, quick ? 2_000 : 10_000),
+    effectMs: integer("effect-ms", values["effect-ms"], 5),
     memoryRecords: integer("memory-records", values["memory-records"], quick ? 10_000 : 100_000),
     storeRoundMs: integer("store-round-ms", values["store-round-ms"], quick ? 200 : 300),
     baselineDir: values.baseline,

@@ -79,14 +79,14 @@ async function main(): Promise<void> {
     }
     if (want("realistic")) {
       log(
-        `realistic: ${options.rounds} rounds of ${options.jobs} jobs per side, a 5 ms effect, concurrency 200`,
+        `realistic: ${options.rounds} rounds of ${options.jobs} jobs per side, a ${options.effectMs} ms effect, concurrency 200`,
       );
       results.realistic = await compareWorkers(ctx, {
         sides: [{ name: "raw" }, { name: "floor", floorScripts: 2 }, { name: "once", build: builds[0] }],
         concurrency: 200,
         jobs: options.jobs,
         rounds: options.rounds,
-        effectMs: 5,
+        effectMs: options.effectMs,
       });
     }
     if (want("tracing")) {

@@ -126,7 +126,7 @@ export interface PartsFigures {
   jobs: number;
   /** Node CPU per job by part and side (median over rounds), µs, while profiled. */
   nodeUs: Record<string, Record<Part, number>>;
-  /** Redis cost per call of each script, by build, and of the floor's bare EVALSHA. */
+  /** Redis cost per call of each script, by build, and of the floor's bare EVALSHA with a claim's commands built up on it. */
   scripts: Record<string, Record<string, ScriptCost>>;
 }
 
@@ -165,7 +165,7 @@ export async function measureParts(
   try {
     for (let r = 0; r < settings.rounds; r++) {
       const one: Record<string, Record<string, ScriptCost>> = {};
-      one.floor = { "bare EVALSHA": await bareScriptCost(ctx, redis, settings.jobs) };
+      one.floor = await floorScriptCosts(ctx, redis, settings.jobs, r);
       const builds = r % 2 === 0 ? ctx.builds : [...ctx.builds].reverse();
       for (const build of builds) one[build.label] = await scriptCosts(ctx, redis, build, settings.jobs, r);
       measured.push(one);
@@ -210,9 +210,45 @@ async function evalshaStats(redis: Redis): Promise<{ calls: number; usec: number
   return { calls: Number(match?.[1] ?? 0), usec: Number(match?.[2] ?? 0) };
 }
 
-async function bareScriptCost(ctx: BenchContext, redis: Redis, n: number): Promise<ScriptCost> {
-  const sha = String(await redis.script("LOAD", "return 1"));
-  return redisCost(ctx, n, (i) => redis.evalsha(sha, 1, `${ctx.prefix}bare:${i}`));
+/**
+ * A fresh claim's commands added to the bare script one at a time, each a script run alone like the others:
+ * what reading the server's clock, reading a record, writing one and giving it an expiry cost in any script
+ * (the same fields and values as the claim's; complete runs the same kinds of command).
+ */
+const CLAIM_BUILT_UP: readonly [string, string][] = [
+  ["bare EVALSHA", ""],
+  ["+ TIME", "redis.call('TIME')"],
+  [
+    "+ HMGET of 10 fields",
+    "redis.call('HMGET', KEYS[1], 'state', 'phase', 'fence', 'lease_until', 'fp', 'tool', 'result', 'error', " +
+      "'trace', 'result2')",
+  ],
+  [
+    "+ HSET of 13 fields",
+    "redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'tool', 'charge_card', 'fence', 1, 'claims', 1, 'created_at', " +
+      "1764590000000, 'state', 'claimed', 'phase', 'effect', 'owner', '1.0123456789abcdef', 'lease_until', " +
+      "1764590030000, 'updated_at', 1764590000000)",
+  ],
+  ["+ PEXPIRE", "redis.call('PEXPIRE', KEYS[1], 86400000)"],
+];
+
+/** The floor's script, and the claim's commands built up on it (see {@link CLAIM_BUILT_UP}). */
+async function floorScriptCosts(
+  ctx: BenchContext,
+  redis: Redis,
+  n: number,
+  round: number,
+): Promise<Record<string, ScriptCost>> {
+  const costs: Record<string, ScriptCost> = {};
+  const print = fingerprint(TOOL_NAME, INPUT);
+  let body = "";
+  for (const [i, [name, command]] of CLAIM_BUILT_UP.entries()) {
+    body += command === "" ? "" : `${command} `;
+    const sha = String(await redis.script("LOAD", `${body}return 1`));
+    const prefix = `${ctx.prefix}floor${i}r${round}:`;
+    costs[name] = await redisCost(ctx, n, (k) => redis.evalsha(sha, 1, `${prefix}${k}`, print));
+  }
+  return costs;
 }
 
 /** A first run's claim and complete, and a replay's claim, each measured over `n` keys of their own. */

@@ -159,7 +159,7 @@ export function toJson(results: Results): Record<string, unknown> {
       onceJobsPerSec: round(r.sides.once?.jobsPerSec ?? Number.NaN),
       ratio: round(r.sides.once?.ratioToFirst ?? Number.NaN),
       onceVsFloor: round(toFloor(r, "once")),
-      effectMs: 5,
+      effectMs: r.effectMs,
       concurrency: r.concurrency,
       jobs: r.jobs,
       sides: sidesJson(r),
@@ -313,7 +313,8 @@ function goals(results: Results) {
       met: ratios.every((r) => r.ratio >= 1.5),
     };
   }
-  const realistic = results.realistic?.sides.once;
+  // The goal is set for a 5 ms effect; a run with another --effect-ms is shown, not judged.
+  const realistic = results.realistic?.effectMs === 5 ? results.realistic.sides.once : undefined;
   if (realistic)
     out.realisticVsRaw = {
       target: ">= 0.95 x raw",
@@ -383,7 +384,7 @@ export function toTable(results: Results): string {
   );
   const r = results.realistic;
   workers(
-    `Realistic load: each effect waits 5 ms, concurrency ${r?.concurrency}, ${n0(r?.jobs)} jobs per side per round`,
+    `Realistic load: each effect waits ${r?.effectMs} ms, concurrency ${r?.concurrency}, ${n0(r?.jobs)} jobs per side per round`,
     r,
   );
   const tr = results.tracing;

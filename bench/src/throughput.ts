@@ -41,6 +41,8 @@ export interface SideFigures {
 export interface WorkerComparison {
   concurrency: number;
   jobs: number;
+  /** How long each job's effect waits, in ms (0: a no-op). */
+  effectMs: number;
   sides: Record<string, SideFigures>;
 }
 
@@ -216,7 +218,7 @@ export async function compareWorkers(
         rounds: list.map((r) => r.jobsPerSec),
       };
     }
-    return { concurrency, jobs, sides };
+    return { concurrency, jobs, effectMs, sides };
   } finally {
     await queueConnection.quit();
     await floorConnection.quit();
