@@ -32,9 +32,12 @@ export const PARTS = [
 ] as const;
 export type Part = (typeof PARTS)[number];
 
-/** once's own modules (of the current build or a --baseline copy), by file name; bullmq's are in node_modules. */
+/**
+ * once's own modules (of the current build, or of a --baseline copy anywhere under bench/), by file name;
+ * bullmq's are in node_modules.
+ */
 const OURS =
-  /\/(packages\/[\w-]+\/dist|bench\/baseline\/[\w-]+|node_modules\/@once\/[\w-]+\/dist)\/([\w-]+)\.js$/;
+  /\/(packages\/[\w-]+\/dist|bench\/(?:[\w.-]+\/)+(?:redis|bullmq)|node_modules\/@once\/[\w-]+\/dist)\/([\w-]+)\.js$/;
 
 /** The part a frame of once's (or the bench's floor processor) belongs to; undefined for a frame of no part. */
 function partOf(fn: string, url: string): Part | undefined {
