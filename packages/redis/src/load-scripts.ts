@@ -65,7 +65,7 @@ let files: Promise<ScriptFile[]> | undefined;
  * each script's SHA1, and `EVAL` of its text when the server's script cache lacks it (NOSCRIPT: a restart, a
  * failover, a `SCRIPT FLUSH`), which caches it again. Addressed by digest, two builds of @once/redis sharing
  * one client each run their own Lua, whatever their versions; ioredis' `defineCommand` would do the same
- * fallback but cost a command class, a closure and two more promises per call.
+ * fallback but add a closure, a WeakSet lookup and a copy of the arguments to every call.
  */
 export async function loadScripts(client: Redis | Cluster): Promise<Scripts> {
   files ??= readScriptFiles();
