@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { createCallProcessor } from "@once/bullmq";
 import { RedisStore } from "@once/redis";
 import { cleanupPrefix } from "@once/support";
@@ -222,22 +222,38 @@ async function main(): Promise<void> {
 
 /** The current build, and with --baseline a pre-change build of @once/redis and @once/bullmq to compare. */
 async function loadBuilds(options: BenchOptions): Promise<OnceBuild[]> {
-  const builds: OnceBuild[] = [{ label: "once", RedisStore, createCallProcessor }];
-  if (options.baselineDir) {
-    const dir = path.resolve(options.baselineDir);
-    const redis = (await import(pathToFileURL(path.join(dir, "redis/index.js")).href)) as {
-      RedisStore: typeof RedisStore;
-    };
-    const bullmq = (await import(pathToFileURL(path.join(dir, "bullmq/index.js")).href)) as {
-      createCallProcessor: typeof createCallProcessor;
-    };
-    builds.push({
-      label: "before",
-      RedisStore: redis.RedisStore,
-      createCallProcessor: bullmq.createCallProcessor,
-    });
-  }
-  return builds;
+  if (!options.baselineDir) return [{ label: "once", RedisStore, createCallProcessor }];
+  // Beside a baseline the current build runs from a copy laid out as the baseline is, so both are loaded
+  // alike: run in-tree, a build measured up to 10 % slower than a copy of itself (docs/performance.md).
+  return [
+    await importBuild("once", copyCurrentBuild()),
+    await importBuild("before", path.resolve(options.baselineDir)),
+  ];
+}
+
+/** A build laid out as docs/performance.md's before/after commands make one: redis/, bullmq/, node_modules/@once/core. */
+async function importBuild(label: string, dir: string): Promise<OnceBuild> {
+  const redis = (await import(pathToFileURL(path.join(dir, "redis/index.js")).href)) as {
+    RedisStore: typeof RedisStore;
+  };
+  const bullmq = (await import(pathToFileURL(path.join(dir, "bullmq/index.js")).href)) as {
+    createCallProcessor: typeof createCallProcessor;
+  };
+  return { label, RedisStore: redis.RedisStore, createCallProcessor: bullmq.createCallProcessor };
+}
+
+/** Copies the working tree's built core, redis and bullmq to bench/baseline/.current (git-ignored). */
+function copyCurrentBuild(): string {
+  const packages = fileURLToPath(new URL("../../packages/", import.meta.url));
+  const dir = fileURLToPath(new URL("../baseline/.current/", import.meta.url));
+  rmSync(dir, { recursive: true, force: true });
+  cpSync(path.join(packages, "redis/dist"), path.join(dir, "redis"), { recursive: true });
+  cpSync(path.join(packages, "bullmq/dist"), path.join(dir, "bullmq"), { recursive: true });
+  cpSync(path.join(packages, "bullmq/package.json"), path.join(dir, "package.json"));
+  const core = path.join(dir, "node_modules/@once/core");
+  cpSync(path.join(packages, "core/dist"), path.join(core, "dist"), { recursive: true });
+  cpSync(path.join(packages, "core/package.json"), path.join(core, "package.json"));
+  return dir;
 }
 
 async function machine(ctx: BenchContext): Promise<Record<string, unknown>> {
