@@ -7,31 +7,11 @@ import { modelLatencyMs, orderAgentModel, RedisOrderBook } from "@once/order-age
 import { RedisStore } from "@once/redis";
 import { generateText, stepCountIs } from "ai";
 import { Redis } from "ioredis";
+import { agentChild } from "../../../test/support/agent-child.js";
 import { onceTask } from "../src/index.js";
 import { agentTools, pendingOrder } from "./agent-tools.js";
 
-/** Where the process kills itself: inside turn 1's model call, after the charge, between the turn's two calls, after the last turn. */
-export type KillPoint = "model-call" | "tool-call" | "between-tool-calls" | "after-last-turn";
-
-export interface AgentProcessConfig {
-  redisUrl: string;
-  prefix: string;
-  paymentsUrl: string;
-  taskId: string;
-  orderId: string;
-  prompt: string;
-  leaseMs: number;
-  killAt?: KillPoint;
-}
-
-const config = JSON.parse(process.env.ONCE_AGENT_CONFIG ?? "null") as AgentProcessConfig;
-const emit = (event: string, fields: Record<string, unknown> = {}) =>
-  process.stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
-const die = (point: KillPoint) => {
-  emit("killed", { point });
-  process.kill(process.pid, "SIGKILL");
-  return new Promise<never>(() => {});
-};
+const { config, emit, die } = agentChild();
 
 const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
 const store = await RedisStore.create({ redis, prefix: config.prefix });
@@ -80,14 +60,13 @@ const result = await generateText({
   model: task.model(model.model),
   tools: task.tools,
   stopWhen: stepCountIs(10),
-  prompt: config.prompt,
+  prompt: "Settle the order: read it, charge it, email the receipt, mark it paid.",
 });
 if (config.killAt === "after-last-turn") await die("after-last-turn");
 emit("done", {
-  text: result.text,
+  answer: result.text,
   steps: result.steps.map((step) =>
     step.toolCalls.map((call) => ({ tool: call.toolName, input: call.input })),
   ),
-  outputs: result.steps.map((step) => step.toolResults.map((r) => ({ tool: r.toolName, output: r.output }))),
 });
 redis.disconnect();

@@ -6,31 +6,12 @@
 import { RedisStore } from "@once/redis";
 import { run, setTracingDisabled } from "@openai/agents";
 import { Redis } from "ioredis";
+import { agentChild } from "../../../test/support/agent-child.js";
 import { onceTask } from "../src/index.js";
 import { orderAgent, orderTools, PROMPT } from "./order-agent.js";
 import { OrderAgentModel } from "./order-agent-model.js";
 
-/** Where the process kills itself: inside turn 1's model call, after the charge, between the turn's two calls, after the last turn. */
-export type KillPoint = "model-call" | "tool-call" | "between-tool-calls" | "after-last-turn";
-
-export interface AgentProcessConfig {
-  redisUrl: string;
-  prefix: string;
-  paymentsUrl: string;
-  taskId: string;
-  orderId: string;
-  leaseMs: number;
-  killAt?: KillPoint;
-}
-
-const config = JSON.parse(process.env.ONCE_AGENT_CONFIG ?? "null") as AgentProcessConfig;
-const emit = (event: string, fields: Record<string, unknown> = {}) =>
-  process.stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
-const die = (point: KillPoint) => {
-  emit("killed", { point });
-  process.kill(process.pid, "SIGKILL");
-  return new Promise<never>(() => {});
-};
+const { config, emit, die } = agentChild();
 
 setTracingDisabled(true);
 const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
@@ -77,7 +58,7 @@ if (chargeTool) {
 const result = await run(orderAgent(task.model(model, "order-agent"), task.tools), PROMPT);
 if (config.killAt === "after-last-turn") await die("after-last-turn");
 emit("done", {
-  output: result.finalOutput,
+  answer: result.finalOutput,
   steps: result.rawResponses.map((response) =>
     response.output.flatMap((item) =>
       item.type === "function_call" ? [{ tool: item.name, input: JSON.parse(item.arguments) }] : [],
