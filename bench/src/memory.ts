@@ -1,11 +1,11 @@
-import { deriveKey, fingerprint } from "@once/core";
+import { deriveKey } from "@once/core";
 import { createClient } from "@redis/client";
 import type { Redis } from "ioredis";
 import type { BenchContext } from "./bench-context.js";
 import { infoField } from "./server-stats.js";
 import { median, round } from "./stats.js";
 import { naiveContender, powertoolsContender } from "./store-contenders.js";
-import { INPUT, resultOfSize, TOOL_NAME } from "./workload.js";
+import { INPUT, resultOfSize, settleKeys } from "./workload.js";
 
 export interface MemoryFigures {
   resultBytes: number;
@@ -42,28 +42,10 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
     const fill = async (prefix: string, count: number, bytes: number, trace = TRACE): Promise<string[]> => {
       const store = await build.RedisStore.create({ redis: redis as never, prefix, checks: false });
       const text = JSON.stringify(resultOfSize(bytes));
-      const print = fingerprint(TOOL_NAME, INPUT);
-      const keys: string[] = [];
-      for (let i = 0; i < count; i += 500) {
-        const batch = Array.from({ length: Math.min(500, count - i) }, (_, j) =>
-          deriveKey({ namespace: "bench", taskId: prefix, stepId: String(i + j) }),
-        );
-        await Promise.all(
-          batch.map(async (key) => {
-            const claim = await store.claim({
-              key,
-              fingerprint: print,
-              tool: TOOL_NAME,
-              phase: "effect",
-              leaseMs: 30_000,
-              ...(trace === "" ? {} : { trace }),
-            });
-            if (claim.outcome !== "acquired") throw new Error(`memory fill: ${claim.outcome}`);
-            await store.complete(key, claim.token, text);
-          }),
-        );
-        keys.push(...batch);
-      }
+      const keys = Array.from({ length: count }, (_, i) =>
+        deriveKey({ namespace: "bench", taskId: prefix, stepId: String(i) }),
+      );
+      await settleKeys(store, keys, text, { batch: 500, ...(trace === "" ? {} : { trace }) });
       return keys.map((key) => prefix + key);
     };
     const usage = async (keys: readonly string[]) =>

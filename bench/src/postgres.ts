@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createCallProcessor } from "@once/bullmq";
-import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
+import { deriveKey, jobIdForKey } from "@once/core";
 import { PostgresStore } from "@once/postgres";
 import { RedisStore } from "@once/redis";
 import { type PostgresServerHandle, startPostgresServer } from "@once/support";
@@ -10,7 +10,7 @@ import type { BenchContext } from "./bench-context.js";
 import { interleave, measureOps } from "./interleave.js";
 import { median, ratio } from "./stats.js";
 import { onceContender, type StepPayload, type StoreContender } from "./store-contenders.js";
-import { benchCall, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+import { benchCall, INPUT, noopEffectTool, RESULT_100, settleKeys, TOOL_NAME } from "./workload.js";
 
 /** The store side by side: claim + complete cycles and replays per second, RedisStore and PostgresStore. */
 export interface PostgresStoreFigures {
@@ -158,24 +158,13 @@ async function compareWorkerSides(
       data: benchCall(queueName, taskId, i),
       key: deriveKey({ namespace: "bench", taskId, stepId: String(i) }),
     }));
-    if (side === "once replay") {
-      const print = fingerprint(TOOL_NAME, INPUT);
-      for (let i = 0; i < calls.length; i += 100) {
-        await Promise.all(
-          calls.slice(i, i + 100).map(async ({ key }) => {
-            const claim = await store.claim({
-              key,
-              fingerprint: print,
-              tool: TOOL_NAME,
-              phase: "effect",
-              leaseMs: 30_000,
-            });
-            if (claim.outcome !== "acquired") throw new Error(`seeding ${key}: ${claim.outcome}`);
-            await store.complete(key, claim.token, resultText);
-          }),
-        );
-      }
-    }
+    if (side === "once replay")
+      await settleKeys(
+        store,
+        calls.map(({ key }) => key),
+        resultText,
+        { batch: 100 },
+      );
     for (let i = 0; i < calls.length; i += 500) {
       await queue.addBulk(
         calls.slice(i, i + 500).map(({ data, key }) => ({

@@ -1,4 +1,4 @@
-import { deriveKey, fingerprint, jobIdForKey } from "@once/core";
+import { deriveKey, jobIdForKey } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, type QueueOptions, Worker } from "bullmq";
 import type { Redis } from "ioredis";
@@ -8,7 +8,7 @@ import type { CpuProfile } from "./parts.js";
 import { profiled } from "./profiler.js";
 import { median } from "./stats.js";
 import { type Usage, withUsage } from "./usage.js";
-import { benchCall, benchEffect, INPUT, noopEffectTool, RESULT_100, TOOL_NAME } from "./workload.js";
+import { benchCall, benchEffect, noopEffectTool, RESULT_100, settleKeys, TOOL_NAME } from "./workload.js";
 
 /** One side of the worker comparison: the plain processor, or a build of once running or replaying. */
 export interface WorkerSide {
@@ -117,22 +117,11 @@ export async function compareWorkers(
     const onceStore = await storeFor(side);
     if (side.replay && onceStore) {
       // Every key already done, as a retry after the first run finds it. Untimed.
-      const print = fingerprint(TOOL_NAME, INPUT);
-      for (let i = 0; i < calls.length; i += 200) {
-        await Promise.all(
-          calls.slice(i, i + 200).map(async ({ key }) => {
-            const claim = await onceStore.claim({
-              key,
-              fingerprint: print,
-              tool: TOOL_NAME,
-              phase: "effect",
-              leaseMs: 30_000,
-            });
-            if (claim.outcome !== "acquired") throw new Error(`seeding ${key}: ${claim.outcome}`);
-            await onceStore.complete(key, claim.token, resultText);
-          }),
-        );
-      }
+      await settleKeys(
+        onceStore,
+        calls.map(({ key }) => key),
+        resultText,
+      );
     }
     for (let i = 0; i < calls.length; i += 1_000) {
       await queue.addBulk(

@@ -1,6 +1,6 @@
 import type { CallData } from "@once/bullmq";
 import { CALL_VERSION } from "@once/bullmq/internal";
-import { type AnyTool, defineTool } from "@once/core";
+import { type AnyTool, defineTool, fingerprint, type OnceStore } from "@once/core";
 import { z } from "zod";
 
 /** The call every contender makes: a charge of about 100 bytes of JSON. */
@@ -67,4 +67,34 @@ export function benchCall(queueName: string, taskId: string, i: number): CallDat
     stepId: String(i),
     input: INPUT,
   };
+}
+
+/**
+ * Leaves every key `done` with `resultText`, as a first run of the bench call would (claimed with its
+ * fingerprint, then completed), `batch` keys at a time; `trace` is the traceparent a traced worker stores.
+ */
+export async function settleKeys(
+  store: OnceStore,
+  keys: readonly string[],
+  resultText: string,
+  options: { batch?: number; trace?: string } = {},
+): Promise<void> {
+  const { batch = 200, trace } = options;
+  const print = fingerprint(TOOL_NAME, INPUT);
+  for (let i = 0; i < keys.length; i += batch) {
+    await Promise.all(
+      keys.slice(i, i + batch).map(async (key) => {
+        const claim = await store.claim({
+          key,
+          fingerprint: print,
+          tool: TOOL_NAME,
+          phase: "effect",
+          leaseMs: 30_000,
+          ...(trace === undefined ? {} : { trace }),
+        });
+        if (claim.outcome !== "acquired") throw new Error(`settling ${key}: ${claim.outcome}`);
+        await store.complete(key, claim.token, resultText);
+      }),
+    );
+  }
 }
