@@ -41,6 +41,17 @@ for (const file of reports) {
   failed += f;
   skipped += s;
   if (brokenFiles > 0) problems++;
+  // The failed tests by name, with the first line of why: the tail of the log is often all that is kept.
+  for (const suite of json.testResults ?? [])
+    for (const test of suite.assertionResults ?? [])
+      if (test.status === "failed")
+        console.log(
+          `[ci] FAILED ${path.relative(process.cwd(), suite.name)} > ${test.fullName}: ${String(
+            test.failureMessages?.[0] ?? "",
+          )
+            .split("\n")[0]
+            .slice(0, 300)}`,
+        );
   console.log(
     `[ci] ${file}: ${p} passed, ${f} failed, ${s} skipped/todo` +
       (brokenFiles > 0

@@ -1,6 +1,6 @@
 import { onceTask } from "@once/ai";
-import { InProcess } from "@once/bullmq";
 import { defineTool, deriveKey } from "@once/core";
+import { InProcess } from "@once/engine";
 import { MockLanguageModelV4 } from "ai/test";
 import { z } from "zod";
 import type { BenchContext } from "./bench-context.js";

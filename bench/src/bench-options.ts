@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { redisServerBin } from "@once/support";
+import { PEER_SIDES, type PeerSide } from "./peers/protocol.js";
 
 export const SECTIONS = [
   "throughput",
@@ -12,14 +13,21 @@ export const SECTIONS = [
   "latency",
   "scaling",
   "agent",
+  "resume",
   "durability",
   "postgres",
+  "peers",
 ] as const;
 export type Section = (typeof SECTIONS)[number];
+
+/** What runs without --only: every section but peers (it starts engines and takes most of an hour). */
+const DEFAULT_SECTIONS = SECTIONS.filter((s) => s !== "peers");
 
 export interface BenchOptions {
   /** Where to write the JSON report, if anywhere. */
   jsonPath: string | undefined;
+  /** --only was given: an existing JSON report keeps the sections this run does not measure. */
+  onlyGiven: boolean;
   /** Use this Redis instead of spawning a throwaway redis-server. */
   redisUrl: string | undefined;
   redisServerBin: string;
@@ -40,6 +48,11 @@ export interface BenchOptions {
   profileDir: string | undefined;
   /** Only these throughput sides (for profiling one of them), e.g. `once`. */
   sides: readonly string[] | undefined;
+  /** peers: the sides to run (default every one), rounds of each cell, and tasks killed per side. */
+  peerSides: readonly PeerSide[];
+  peerRounds: number;
+  kills: number;
+  quick: boolean;
   /**
    * Directory with a pre-change build to run as the "before" side: `redis/` and `bullmq/` dist folders, and
    * `node_modules/@once/core/` (package.json + dist) of the same commit. It must live inside `bench/` (e.g.
@@ -50,15 +63,20 @@ export interface BenchOptions {
 }
 
 const USAGE = `usage: node bench/dist/main.js [--json PATH] [--only SECTION,…] [--rounds N] [--store-rounds N] [--jobs N]
-       [--effect-ms MS] [--memory-records N] [--store-round-ms MS] [--redis-url URL] [--baseline DIR] [--sides NAME,…] [--profile-dir DIR] [--quick]
+       [--effect-ms MS] [--memory-records N] [--store-round-ms MS] [--redis-url URL] [--baseline DIR] [--sides NAME,…] [--profile-dir DIR]
+       [--peers SIDE,…] [--peer-rounds N] [--kills N] [--quick]
 
-sections: ${SECTIONS.join(", ")}
+sections: ${SECTIONS.join(", ")} (all but peers by default)
+With --only, --json PATH writes the sections measured into the report already at PATH and keeps the others.
 By default a throwaway redis-server (REDIS_SERVER_BIN, else redis-server on PATH) is started on a free port
 and stopped at the end; --redis-url uses an existing Redis instead (unique prefixes, cleaned up afterwards).
 postgres: PostgresStore beside RedisStore, and BullMQ on its PostgreSQL backend raw vs once, on POSTGRES_URL,
 else 127.0.0.1:5432 (user postgres, no password), else a throwaway server (initdb, pg_ctl) for the run.
 --baseline DIR: DIR (inside bench/) holds redis/, bullmq/ and node_modules/@once/core/ built from an earlier
-commit; docs/performance.md has the commands.`;
+commit; docs/performance.md has the commands.
+peers (--only peers): once beside DBOS, Restate and the Workflow DevKit, tasks of 1–1,000 steps, each a POST held
+--effect-ms by a provider; then --kills tasks per side, each SIGKILLed once inside a step. Sides: ${PEER_SIDES.join(", ")}.
+Every engine server is started and stopped by the bench; docs/peers.md has the method.`;
 
 /** Reads the command line. `pnpm bench -- --json x` hands us a literal "--" first: skip it. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {
@@ -78,6 +96,9 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       baseline: { type: "string" },
       sides: { type: "string" },
       "profile-dir": { type: "string" },
+      peers: { type: "string" },
+      "peer-rounds": { type: "string" },
+      kills: { type: "string" },
       quick: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -88,9 +109,10 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
     process.exit(0);
   }
   const quick = values.quick === true;
-  const sections = values.only === undefined ? [...SECTIONS] : values.only.split(",").map(section);
+  const sections = values.only === undefined ? [...DEFAULT_SECTIONS] : values.only.split(",").map(section);
   return {
     jsonPath: values.json,
+    onlyGiven: values.only !== undefined,
     redisUrl: values["redis-url"],
     redisServerBin: redisServerBin(),
     sections,
@@ -103,12 +125,22 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
     baselineDir: values.baseline,
     profileDir: values["profile-dir"],
     sides: values.sides?.split(",").map((s) => s.trim()),
+    peerSides: values.peers === undefined ? [...PEER_SIDES] : values.peers.split(",").map(peerSide),
+    peerRounds: integer("peer-rounds", values["peer-rounds"], 1),
+    kills: integer("kills", values.kills, quick ? 6 : 50),
+    quick,
   };
 }
 
 function section(name: string): Section {
   const found = SECTIONS.find((s) => s.toLowerCase() === name.trim().toLowerCase());
   if (!found) throw new Error(`unknown section ${JSON.stringify(name)}\n${USAGE}`);
+  return found;
+}
+
+function peerSide(name: string): PeerSide {
+  const found = PEER_SIDES.find((s) => s === name.trim());
+  if (!found) throw new Error(`unknown peers side ${JSON.stringify(name)} (sides: ${PEER_SIDES.join(", ")})`);
   return found;
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -14,9 +14,11 @@ import { compareDurability } from "./durability.js";
 import { compareClaimLatency } from "./latency.js";
 import { measureMemory } from "./memory.js";
 import { measureParts } from "./parts.js";
+import { comparePeers } from "./peers/peers.js";
 import { comparePostgres } from "./postgres.js";
 import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
 import { type Results, toJson, toTable } from "./report.js";
+import { compareResume } from "./resume.js";
 import { countRoundTrips } from "./round-trips.js";
 import { infoField } from "./server-stats.js";
 import { compareStores, type StoreComparison } from "./store-bench.js";
@@ -190,6 +192,11 @@ async function main(): Promise<void> {
       }
     }
 
+    if (want("resume")) {
+      log("resume: agent tasks of 10, 100 and 1,000 recorded turns, resumed");
+      results.resume = await compareResume(ctx, { turns: [10, 100, 1_000], rounds: 5 });
+    }
+
     if (want("durability")) {
       results.durability = await compareDurability(ctx, {
         concurrency: [1, 50],
@@ -207,10 +214,26 @@ async function main(): Promise<void> {
       });
     }
 
+    if (want("peers")) {
+      results.peers = await comparePeers(ctx, {
+        sides: options.peerSides,
+        rounds: options.peerRounds,
+        effectMs: options.effectMs,
+        quick: options.quick,
+        kills: options.kills,
+        killSteps: 10,
+        killLeaseMs: 2_000,
+        budgetMs: options.quick ? 20_000 : 60_000,
+        warmUpMs: options.quick ? 1_000 : 3_000,
+        partsRounds: options.quick ? 1 : 3,
+      });
+    }
+
     results.machine.benchSeconds = Math.round((performance.now() - started) / 1000);
     console.log(toTable(results));
     if (options.jsonPath) {
-      writeFileSync(options.jsonPath, `${JSON.stringify(toJson(results), null, 2)}\n`);
+      const json = options.onlyGiven ? mergeInto(options.jsonPath, toJson(results)) : toJson(results);
+      writeFileSync(options.jsonPath, `${JSON.stringify(json, null, 2)}\n`);
       log(`wrote ${options.jsonPath}`);
     }
   } finally {
@@ -218,6 +241,26 @@ async function main(): Promise<void> {
     probe.disconnect();
     await target.stop();
   }
+}
+
+/**
+ * A run of some sections (--only) written into an existing JSON report: its sections and goals replace those
+ * of the same name, and the rest of the file (another run's sections, machine and settings) stays. The run's
+ * own machine goes with each section it wrote, as `<section>Machine`.
+ */
+function mergeInto(file: string, json: Record<string, unknown>): Record<string, unknown> {
+  if (!existsSync(file)) return json;
+  const old = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+  const merged: Record<string, unknown> = { ...old };
+  for (const [key, value] of Object.entries(json)) {
+    if (key === "machine" || key === "settings" || key === "builds") continue;
+    if (key === "goals") merged.goals = { ...(old.goals as object), ...(value as object) };
+    else {
+      merged[key] = value;
+      merged[`${key}Machine`] = json.machine;
+    }
+  }
+  return merged;
 }
 
 /** The current build, and with --baseline a pre-change build of @once/redis and @once/bullmq to compare. */
@@ -242,7 +285,7 @@ async function importBuild(label: string, dir: string): Promise<OnceBuild> {
   return { label, RedisStore: redis.RedisStore, createCallProcessor: bullmq.createCallProcessor };
 }
 
-/** Copies the working tree's built core, redis and bullmq to bench/baseline/.current (git-ignored). */
+/** Copies the working tree's built core, engine, redis and bullmq to bench/baseline/.current (git-ignored). */
 function copyCurrentBuild(): string {
   const packages = fileURLToPath(new URL("../../packages/", import.meta.url));
   const dir = fileURLToPath(new URL("../baseline/.current/", import.meta.url));
@@ -250,9 +293,12 @@ function copyCurrentBuild(): string {
   cpSync(path.join(packages, "redis/dist"), path.join(dir, "redis"), { recursive: true });
   cpSync(path.join(packages, "bullmq/dist"), path.join(dir, "bullmq"), { recursive: true });
   cpSync(path.join(packages, "bullmq/package.json"), path.join(dir, "package.json"));
-  const core = path.join(dir, "node_modules/@once/core");
-  cpSync(path.join(packages, "core/dist"), path.join(core, "dist"), { recursive: true });
-  cpSync(path.join(packages, "core/package.json"), path.join(core, "package.json"));
+  // The packages bullmq and redis import, beside them: the copy never reaches back into the workspace.
+  for (const name of ["core", "engine"]) {
+    const installed = path.join(dir, "node_modules/@once", name);
+    cpSync(path.join(packages, name, "dist"), path.join(installed, "dist"), { recursive: true });
+    cpSync(path.join(packages, name, "package.json"), path.join(installed, "package.json"));
+  }
   return dir;
 }
 

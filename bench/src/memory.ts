@@ -1,4 +1,4 @@
-import { deriveKey } from "@once/core";
+import { deriveKey, deriveTaskKey } from "@once/core";
 import { createClient } from "@redis/client";
 import type { Redis } from "ioredis";
 import type { BenchContext } from "./bench-context.js";
@@ -13,6 +13,16 @@ export interface MemoryFigures {
   bytesPerRecord: number;
   /** The same without a traceparent (a worker without a tracing SDK stores none). */
   untracedBytesPerRecord: number;
+  /**
+   * Traced, and claimed naming its task (a 16-character task id, a 16-character step id, the namespace `bench`):
+   * the record keeps that identity, as every record of the engine's entry points does when the store keeps them.
+   */
+  taskBytesPerRecord: number;
+  /**
+   * MEMORY USAGE of the task's entry over the calls filed in it (those of `taskBytesPerRecord`): what a call of a
+   * task costs beside its record (a field naming its key, and the order of its filing).
+   */
+  taskEntryBytesPerCall: number;
   encoding: string;
   recordsMeasured: number;
   /** used_memory growth over `recordsMeasured` records, per record: adds the keyspace's own overhead. */
@@ -22,8 +32,6 @@ export interface MemoryFigures {
   /** MEMORY USAGE of the same result stored by the others, for comparison. */
   powertoolsBytesPerRecord: number;
   naiveBytesPerRecord: number;
-  /** MEMORY USAGE with `hash-max-listpack-value 1024` (dedicated server only). */
-  listpackBytesPerRecord?: number;
   /** MEMORY USAGE of a done record by result size. */
   byResultSize: Record<string, number>;
 }
@@ -31,6 +39,8 @@ export interface MemoryFigures {
 // A traced worker stores its span's traceparent on the record: count it in.
 const TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 const SAMPLE = 1_000;
+// A task id of 16 characters, as the records of a task in the memory figure name it.
+const TASK_ID = "task-0123456789a";
 
 /** Fills `records` done records (100-byte results) and reads what they cost. */
 export async function measureMemory(ctx: BenchContext, records: number): Promise<MemoryFigures> {
@@ -39,13 +49,30 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
   const redis = ctx.target.connect();
   const nodeRedis = await createClient({ url: `redis://${ctx.target.host}:${ctx.target.port}` }).connect();
   try {
-    const fill = async (prefix: string, count: number, bytes: number, trace = TRACE): Promise<string[]> => {
+    const fill = async (
+      prefix: string,
+      count: number,
+      bytes: number,
+      trace = TRACE,
+      withTask = false,
+    ): Promise<string[]> => {
       const store = await build.RedisStore.create({ redis: redis as never, prefix, checks: false });
       const text = JSON.stringify(resultOfSize(bytes));
+      const taskOf = (i: number) => ({
+        namespace: "bench",
+        taskId: TASK_ID,
+        stepId: `step-${String(i).padStart(11, "0")}`,
+      });
       const keys = Array.from({ length: count }, (_, i) =>
-        deriveKey({ namespace: "bench", taskId: prefix, stepId: String(i) }),
+        withTask
+          ? deriveKey(taskOf(i))
+          : deriveKey({ namespace: "bench", taskId: prefix, stepId: String(i) }),
       );
-      await settleKeys(store, keys, text, { batch: 500, ...(trace === "" ? {} : { trace }) });
+      await settleKeys(store, keys, text, {
+        batch: 500,
+        ...(trace === "" ? {} : { trace }),
+        ...(withTask ? { taskOf } : {}),
+      });
       return keys.map((key) => prefix + key);
     };
     const usage = async (keys: readonly string[]) =>
@@ -76,18 +103,15 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
     const untracedBytesPerRecord = await usage(untraced);
     await unlinkAll(redis, untraced);
 
-    let listpackBytesPerRecord: number | undefined;
-    if (ctx.target.dedicated) {
-      const [, previous] = (await redis.config("GET", "hash-max-listpack-value")) as [string, string];
-      await redis.config("SET", "hash-max-listpack-value", "1024");
-      try {
-        const packed = await fill(`${ctx.prefix}memlp:`, 1_000, 100);
-        listpackBytesPerRecord = await usage(packed);
-        await unlinkAll(redis, packed);
-      } finally {
-        await redis.config("SET", "hash-max-listpack-value", previous);
-      }
-    }
+    const tasked = await fill(`${ctx.prefix}memtk:`, 1_000, 100, TRACE, true);
+    const taskBytesPerRecord = await usage(tasked);
+    await unlinkAll(redis, tasked);
+    // The task's entry (one field per filed call) is the task's, not a record's: counted on its own.
+    const entry = `${ctx.prefix}memtk:task:${deriveTaskKey({ namespace: "bench", taskId: TASK_ID })}`;
+    const taskEntryBytesPerCall = round(
+      Number(await redis.memory("USAGE", entry, "SAMPLES", 0)) / tasked.length,
+    );
+    await redis.unlink(entry);
 
     const result = resultOfSize(100);
     const fillOthers = async (contender: ReturnType<typeof naiveContender>, taskId: string) => {
@@ -110,13 +134,14 @@ export async function measureMemory(ctx: BenchContext, records: number): Promise
       resultBytes: 100,
       bytesPerRecord,
       untracedBytesPerRecord,
+      taskBytesPerRecord,
+      taskEntryBytesPerCall,
       encoding,
       recordsMeasured: records,
       usedMemoryPerRecord: round(usedMemoryPerRecord),
       bytesFor1M: Math.round(usedMemoryPerRecord * 1_000_000),
       powertoolsBytesPerRecord,
       naiveBytesPerRecord,
-      ...(listpackBytesPerRecord === undefined ? {} : { listpackBytesPerRecord }),
       byResultSize,
     };
   } finally {

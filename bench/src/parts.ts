@@ -1,17 +1,11 @@
 import { deriveKey, fingerprint } from "@once/core";
 import type { Redis } from "ioredis";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
+import type { CpuProfile } from "./profiler.js";
 import { redisCpuSeconds } from "./server-stats.js";
 import { median, round } from "./stats.js";
 import { compareWorkers, type WorkerSide } from "./throughput.js";
 import { INPUT, RESULT_100, TOOL_NAME } from "./workload.js";
-
-/** What V8's CPU profiler returns (`Profiler.stop`), the parts this module reads. */
-export interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
-  samples: number[];
-  timeDeltas: number[];
-}
 
 /** The parts of a job's Node CPU, in the order the table shows them. */
 export const PARTS = [
@@ -39,11 +33,16 @@ export type Part = (typeof PARTS)[number];
 const OURS =
   /\/(packages\/[\w-]+\/dist|bench\/(?:[\w.-]+\/)+(?:redis|bullmq)|node_modules\/@once\/[\w-]+\/dist)\/([\w-]+)\.js$/;
 
+/** The file name of a module of once's (see {@link OURS}), undefined for any other module. */
+export function onceFile(url: string): string | undefined {
+  return OURS.exec(url)?.[2];
+}
+
 /** The part a frame of once's (or the bench's floor processor) belongs to; undefined for a frame of no part. */
-function partOf(fn: string, url: string): Part | undefined {
+export function partOf(fn: string, url: string): Part | undefined {
   if (url.endsWith("/bench/dist/throughput.js")) return "store calls: commands built and written";
   if (url.includes("@opentelemetry/api")) return "spans and metrics";
-  const file = OURS.exec(url)?.[2];
+  const file = onceFile(url);
   if (file === undefined) return undefined;
   switch (file) {
     case "wire":
@@ -61,7 +60,7 @@ function partOf(fn: string, url: string): Part | undefined {
     case "redis-store":
     case "load-scripts":
     case "with-timeout":
-    case "owner-nonce":
+    case "owner-token":
     case "script-names":
       return "store calls: commands built and written";
   }
@@ -73,49 +72,57 @@ function partOf(fn: string, url: string): Part | undefined {
 }
 
 /** A sample with no frame of once's: where its leaf is. */
-function leafPart(fn: string, url: string, stack: readonly string[]): Part | "profiler" {
+export function leafPart(fn: string, url: string, stack: readonly string[]): Part | "profiler" {
   if (fn === "(garbage collector)") return "garbage collection";
   if (stack.some((u) => u.startsWith("node:inspector")) || url.startsWith("node:inspector"))
     return "profiler";
   if (fn === "runMicrotasks" || fn === "processTicksAndRejections") return "promise machinery (microtasks)";
-  if (stack.some((u) => u.includes("/bullmq/dist/"))) return "BullMQ (its code and commands)";
+  // BullMQ itself, in node_modules (not @once/bullmq, whose frames have parts of their own).
+  if (stack.some((u) => u.includes("node_modules/bullmq/dist/"))) return "BullMQ (its code and commands)";
   if (stack.some((u) => u.includes("/ioredis/"))) return "ioredis: replies read (every client)";
   return "other (Node internals)";
 }
 
 /**
- * Node CPU per job by part, from one profile of a run that used `cpuUsPerJob` of Node CPU per job: each sample
+ * Node CPU per job by part (`parts`; `classify` names a frame's part, `leaf` a sample's with no part above it),
+ * from one profile of a run that used `cpuUsPerJob` of Node CPU per job: each sample
  * goes to the part of the nearest frame of once's code above it (a zod frame under `parseInput` is validation,
  * an ioredis frame under a store call is that call), else to where its leaf is. Parts are shares of the
  * samples times the measured CPU (a sample's time delta is wall time, which a starved process stretches); the
  * profiler's own share is left out.
  */
-export function partsOf(profile: CpuProfile, cpuUsPerJob: number): Record<Part, number> {
+export function partsOf<P extends string>(
+  profile: CpuProfile,
+  cpuUsPerJob: number,
+  parts: readonly P[],
+  classify: (fn: string, url: string) => P | undefined,
+  leaf: (fn: string, url: string, stack: readonly string[]) => P | "profiler",
+): Record<P, number> {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const hits = new Map<number, number>();
   for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
-  const counts = Object.fromEntries(PARTS.map((p) => [p, 0])) as Record<Part, number>;
+  const counts = Object.fromEntries(parts.map((p) => [p, 0])) as Record<P, number>;
   let all = 0;
   for (const [id, n] of hits) {
-    const leaf = byId.get(id);
-    const name = leaf?.callFrame.functionName;
-    if (!leaf || name === "(idle)" || name === "(program)") continue;
+    const sampled = byId.get(id);
+    const name = sampled?.callFrame.functionName;
+    if (!sampled || name === "(idle)" || name === "(program)") continue;
     all += n;
-    let part: Part | "profiler" | undefined;
+    let part: P | "profiler" | undefined;
     const stack: string[] = [];
     for (let at: number | undefined = id; at !== undefined && part === undefined; at = parent.get(at)) {
       const frame = byId.get(at)?.callFrame;
       if (!frame) break;
       stack.push(frame.url);
-      part = partOf(frame.functionName, frame.url);
+      part = classify(frame.functionName, frame.url);
     }
-    part ??= leafPart(leaf.callFrame.functionName, leaf.callFrame.url, stack);
+    part ??= leaf(sampled.callFrame.functionName, sampled.callFrame.url, stack);
     if (part !== "profiler") counts[part] += n;
   }
   const perSample = all === 0 ? 0 : cpuUsPerJob / all;
-  return Object.fromEntries(PARTS.map((p) => [p, counts[p] * perSample])) as Record<Part, number>;
+  return Object.fromEntries(parts.map((p) => [p, counts[p] * perSample])) as Record<P, number>;
 }
 
 /** Redis' cost of one script call: CPU of the server per call, and the script's own time (commandstats). */
@@ -151,7 +158,7 @@ export async function measureParts(
     rounds: settings.rounds,
     onProfile: (side, jobs, profile, usage) => {
       const list = profiles.get(side) ?? [];
-      list.push(partsOf(profile, (usage.nodeCpu * usage.seconds * 1e6) / jobs));
+      list.push(partsOf(profile, (usage.nodeCpu * usage.seconds * 1e6) / jobs, PARTS, partOf, leafPart));
       profiles.set(side, list);
     },
   });

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { createCallProcessor } from "@once/bullmq";
-import { deriveKey, jobIdForKey } from "@once/core";
+import { createCallProcessor, jobIdForKey } from "@once/bullmq";
+import { deriveKey } from "@once/core";
 import { PostgresStore } from "@once/postgres";
 import { RedisStore } from "@once/redis";
 import { type PostgresServerHandle, startPostgresServer } from "@once/support";
@@ -221,7 +221,8 @@ async function compareWorkerSides(
   };
 }
 
-async function findPostgres(): Promise<{
+/** The PostgreSQL the bench uses: POSTGRES_URL, else 127.0.0.1:5432, else a throwaway server for the run. */
+export async function findPostgres(): Promise<{
   url: string;
   source: PostgresFigures["source"];
   stop(): Promise<void>;

@@ -1,7 +1,13 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import path from "node:path";
-import type { CpuProfile } from "./parts.js";
+
+/** What V8's CPU profiler returns (`Profiler.stop`), the parts the bench reads (parts.ts). */
+export interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
+  samples: number[];
+  timeDeltas: number[];
+}
 
 /**
  * CPU-profiles only the timed window of a run (not the queue filling around it), writing

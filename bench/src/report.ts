@@ -3,7 +3,10 @@ import type { DurabilityFigures } from "./durability.js";
 import type { LatencyFigures } from "./latency.js";
 import type { MemoryFigures } from "./memory.js";
 import { PARTS, type PartsFigures } from "./parts.js";
+import type { PeersFigures } from "./peers/peers.js";
+import { peersGoals, peersTables } from "./peers/peers-report.js";
 import type { PostgresFigures } from "./postgres.js";
+import type { ResumeFigures } from "./resume.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
 import type { StoreComparison } from "./store-bench.js";
@@ -26,8 +29,10 @@ export interface Results {
   latency?: LatencyFigures[];
   scaling?: { resultSize: StoreComparison[]; concurrency: StoreComparison[]; workers: WorkerComparison[] };
   agent?: AgentTurnFigures[];
+  resume?: ResumeFigures[];
   durability?: DurabilityFigures[];
   postgres?: PostgresFigures;
+  peers?: PeersFigures;
 }
 
 /** Median over rounds of a / b within each round. */
@@ -237,6 +242,8 @@ export function toJson(results: Results): Record<string, unknown> {
     };
   }
   json.goals = goals(results);
+  if (results.resume)
+    json.resume = Object.fromEntries(results.resume.map((r) => [`${r.turns} turns`, r.sides]));
   if (results.agent) {
     json.agent = Object.fromEntries(
       results.agent.map((a) => [
@@ -281,6 +288,7 @@ export function toJson(results: Results): Record<string, unknown> {
       },
     };
   }
+  if (results.peers) json.peers = roundNumbers(results.peers);
   if (results.durability) {
     json.durability = Object.fromEntries(results.durability.map((d) => [`c${d.concurrency}`, d.sides]));
   }
@@ -322,17 +330,18 @@ function goals(results: Results) {
       met: realistic.ratioToFirst >= 0.95,
     };
   if (results.memory) {
-    const { bytesPerRecord, untracedBytesPerRecord } = results.memory;
+    const { bytesPerRecord, taskBytesPerRecord } = results.memory;
     out.doneRecordMemory = {
-      target: "<= 500 bytes",
-      measured: `traced ${bytesPerRecord}, untraced ${untracedBytesPerRecord}`,
-      met: bytesPerRecord <= 500 && untracedBytesPerRecord <= 500,
+      target: "<= 400 bytes traced, with and without its task's identity",
+      measured: `traced ${bytesPerRecord}, with its task's identity ${taskBytesPerRecord}`,
+      met: bytesPerRecord <= 400 && taskBytesPerRecord <= 400,
     };
   }
   if (results.latency) {
     const ratios = results.latency.map((l) => ({ concurrency: l.concurrency, ratio: l.p99Ratio }));
     out.claimP99VsSetNx = { target: "<= 1.5 x", measured: ratios, met: ratios.every((r) => r.ratio <= 1.5) };
   }
+  if (results.peers) Object.assign(out, peersGoals(results.peers));
   return out;
 }
 
@@ -490,11 +499,10 @@ export function toTable(results: Results): string {
         [
           ["MEMORY USAGE per record (median), traced", n0(mem.bytesPerRecord)],
           ["MEMORY USAGE per record (median), untraced", n0(mem.untracedBytesPerRecord)],
+          ["MEMORY USAGE per record (median), traced, with its task's identity", n0(mem.taskBytesPerRecord)],
+          ["  and its task's entry, per call filed", n0(mem.taskEntryBytesPerCall)],
           [`used_memory growth per record (${n0(mem.recordsMeasured)} records)`, n0(mem.usedMemoryPerRecord)],
           ["1M records, extrapolated", `${(mem.bytesFor1M / 2 ** 20).toFixed(0)} MiB`],
-          ...(mem.listpackBytesPerRecord === undefined
-            ? []
-            : [["per record with hash-max-listpack-value 1024", n0(mem.listpackBytesPerRecord)]]),
           ["Powertools record (string)", n0(mem.powertoolsBytesPerRecord)],
           ["naive record (string)", n0(mem.naiveBytesPerRecord)],
           ...Object.entries(mem.byResultSize).map(([bytes, v]) => [
@@ -575,6 +583,7 @@ export function toTable(results: Results): string {
       ),
     );
   }
+  if (results.peers) out.push(...peersTables(results.peers, table));
   const g = goals(results) as Record<string, { target: string; measured: unknown; met: boolean }>;
   if (Object.keys(g).length > 0) {
     out.push("", "Goals");
@@ -608,6 +617,19 @@ export function toTable(results: Results): string {
             const f = a.sides[side];
             return `${n0(f.callsPerSec)} (${n0(f.nodeCpuUs)} / ${n0(f.redisCpuUs)})`;
           }),
+        ]),
+      ),
+    );
+  }
+  if (results.resume) {
+    out.push("", "Resume of an agent task: every recorded turn and call replayed (median ms, commands sent)");
+    const sides = Object.keys(results.resume[0]?.sides ?? {}) as (keyof ResumeFigures["sides"])[];
+    out.push(
+      table(
+        ["turns", ...sides],
+        results.resume.map((r) => [
+          n0(r.turns),
+          ...sides.map((side) => `${r.sides[side].ms} ms, ${n0(r.sides[side].commands)}`),
         ]),
       ),
     );
@@ -672,6 +694,15 @@ export function toTable(results: Results): string {
     );
   }
   return out.join("\n");
+}
+
+/** A copy with every fractional number cut to 3 significant figures (counts stay whole), for JSON that reads well. */
+function roundNumbers<T>(value: T): T {
+  if (typeof value === "number") return (Number.isInteger(value) ? value : round(value)) as T;
+  if (Array.isArray(value)) return value.map(roundNumbers) as T;
+  if (typeof value === "object" && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, roundNumbers(v)])) as T;
+  return value;
 }
 
 function mapValues<T, U>(record: Record<string, T>, f: (value: T) => U): Record<string, U> {

@@ -1,4 +1,5 @@
-import { deriveKey, fingerprint, jobIdForKey, type OnceStore } from "@once/core";
+import { jobIdForKey } from "@once/bullmq";
+import { deriveKey, fingerprint, type OnceStore } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";

@@ -1,11 +1,11 @@
-import { deriveKey, jobIdForKey } from "@once/core";
+import { jobIdForKey } from "@once/bullmq";
+import { deriveKey } from "@once/core";
 import type { RedisStore } from "@once/redis";
 import { type Job, Queue, type QueueOptions, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { BenchContext, OnceBuild } from "./bench-context.js";
 import { interleave } from "./interleave.js";
-import type { CpuProfile } from "./parts.js";
-import { profiled } from "./profiler.js";
+import { type CpuProfile, profiled } from "./profiler.js";
 import { median } from "./stats.js";
 import { type Usage, withUsage } from "./usage.js";
 import { benchCall, benchEffect, noopEffectTool, RESULT_100, settleKeys, TOOL_NAME } from "./workload.js";

@@ -1,6 +1,6 @@
 import type { CallData } from "@once/bullmq";
 import { CALL_VERSION } from "@once/bullmq/internal";
-import { type AnyTool, defineTool, fingerprint, type OnceStore } from "@once/core";
+import { type AnyTool, defineTool, fingerprint, type OnceStore, type TaskIdentity } from "@once/core";
 import { z } from "zod";
 
 /** The call every contender makes: a charge of about 100 bytes of JSON. */
@@ -77,13 +77,14 @@ export async function settleKeys(
   store: OnceStore,
   keys: readonly string[],
   resultText: string,
-  options: { batch?: number; trace?: string } = {},
+  options: { batch?: number; trace?: string; taskOf?: (index: number) => TaskIdentity } = {},
 ): Promise<void> {
-  const { batch = 200, trace } = options;
+  const { batch = 200, trace, taskOf } = options;
   const print = fingerprint(TOOL_NAME, INPUT);
   for (let i = 0; i < keys.length; i += batch) {
     await Promise.all(
-      keys.slice(i, i + batch).map(async (key) => {
+      keys.slice(i, i + batch).map(async (key, j) => {
+        const task = taskOf?.(i + j);
         const claim = await store.claim({
           key,
           fingerprint: print,
@@ -91,6 +92,7 @@ export async function settleKeys(
           phase: "effect",
           leaseMs: 30_000,
           ...(trace === undefined ? {} : { trace }),
+          ...(task === undefined ? {} : { task }),
         });
         if (claim.outcome !== "acquired") throw new Error(`settling ${key}: ${claim.outcome}`);
         await store.complete(key, claim.token, resultText);

@@ -1,3 +1,3 @@
 import { packageTestConfig } from "../../vitest.shared.ts";
 
-export default packageTestConfig({ globalSetup: ["@once/support/global-setup"] });
+export default packageTestConfig({ globalSetup: ["./test/build-lua.ts", "@once/support/global-setup"] });

@@ -8,10 +8,9 @@
 // timeout (the timeouts are aggressive on purpose), a failed job, Redis away — is retried with the same key.
 
 import { appendFileSync, existsSync } from "node:fs";
-import { Dispatcher } from "@once/bullmq";
+import { Dispatcher, DispatchTimeoutError } from "@once/bullmq";
 import {
   type AnyTool,
-  DispatchTimeoutError,
   deriveKey,
   IdempotencyConflictError,
   OutcomeUnknownError,

@@ -2,7 +2,8 @@
 // (fault-driver.ts), judged call by call and event by event into the ChaosReport. Only figures here; what a
 // run must show to pass is chaos-profile.ts' verdict, and the lines for people are describe-report.ts'.
 
-import { deriveKey, jobIdForKey } from "@once/core";
+import { jobIdForKey } from "@once/bullmq";
+import { deriveKey } from "@once/core";
 import type { ChaosChild } from "./chaos-child.js";
 import { CHAOS_TIMING } from "./chaos-config.js";
 import type { WorkerEvent } from "./chaos-fleet.js";

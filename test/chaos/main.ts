@@ -19,6 +19,8 @@
 // promote a replica that did not confirm a write.
 
 import { parseArgs } from "node:util";
+import { freshAuthorityLocation } from "./authority/authority-store.js";
+import { authoritySummary, authorityVerdict, runAuthority } from "./authority/run-authority.js";
 import { type ChaosProfile, LONG, LONG_FAILOVER, SHORT, SHORT_FAILOVER, verdict } from "./chaos-profile.js";
 import { type ChaosTopology, REPLICAS_PER_PRIMARY } from "./chaos-redis.js";
 import { describeReport, summaryLine } from "./describe-report.js";
@@ -106,7 +108,7 @@ const variants: Variant[] = failover
 // Ctrl-C: exit through the 'exit' hooks, which kill every process this run started.
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
 
-const measuredLines: string[] = [];
+const otherLines: string[] = [];
 let failed = false;
 let judgedLine: string | undefined;
 for (const variant of variants) {
@@ -129,10 +131,32 @@ for (const variant of variants) {
     failed ||= failures.length > 0;
     judgedLine = summaryLine(report);
   } else {
-    measuredLines.push(summaryLine(report));
+    otherLines.push(summaryLine(report));
   }
 }
-for (const line of measuredLines) process.stdout.write(`${line}\n`);
+if (!failover) {
+  const { location, remove } = freshAuthorityLocation(store);
+  try {
+    const report = await runAuthority({
+      seed,
+      location,
+      tasks: values.short ? 40 : 200,
+      durationMs: values.short ? 12_000 : 40_000,
+      kills: values.short ? 4 : 12,
+      approvalTtlMs: 4_000,
+      log: (line) => process.stdout.write(`${line}\n`),
+    });
+    for (const detail of report.details.slice(0, 20)) process.stdout.write(`  ${detail}\n`);
+    process.stdout.write(`${JSON.stringify({ ...report, details: undefined })}\n`);
+    const failures = authorityVerdict(report);
+    for (const failure of failures) process.stdout.write(`FAILED: ${failure}\n`);
+    failed ||= failures.length > 0;
+    otherLines.push(authoritySummary(report));
+  } finally {
+    await remove();
+  }
+}
+for (const line of otherLines) process.stdout.write(`${line}\n`);
 const rerun = [
   `--seed ${seed}`,
   ...(store === "postgres" ? ["--store postgres"] : []),

@@ -8,7 +8,7 @@ export interface PaymentsProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `apps/payments`' CLI on a free port with a seeded heavy-tailed latency; resolves once it listens. */
+/** Starts `tools/payments`' CLI on a free port with a seeded heavy-tailed latency; resolves once it listens. */
 export async function startPaymentsProcess(options: {
   seed: number;
   p50Ms: number;

@@ -9,8 +9,8 @@
 // second time; now it re-confirms a lease it cannot vouch for before the effect, finds it lost, and runs
 // nothing.
 
-import { createCallProcessor } from "@once/bullmq";
-import { deriveKey, jobIdForKey, LeaseLostError, type OnceStore } from "@once/core";
+import { createCallProcessor, jobIdForKey } from "@once/bullmq";
+import { deriveKey, LeaseLostError, type OnceStore } from "@once/core";
 import { type PaymentsServer, startPaymentsServer } from "@once/payments";
 import { RedisStore } from "@once/redis";
 import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";

@@ -2,6 +2,8 @@
 // installed with plain npm into a fresh project outside the repository (no workspace links; each peer at the
 // lowest version its range allows, where the workspace tests the pinned ones), the README's example
 // type-checked with `module: NodeNext` and run against a real Redis, and the installed command run with npx.
+// Beside it, a store author's project: only the packed @once/core and vitest, a store of its own (a Map behind
+// OnceStore, test/fixtures/outside-store), and @once/core/testing's conformance suite run against it.
 
 import {
   existsSync,
@@ -13,19 +15,34 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { describeRun, redisUrl, runCommand, startRedisServer, stopAllRedisServers } from "@once/support";
+import {
+  cleanupPrefix,
+  describeRun,
+  NodeChild,
+  randomPrefix,
+  redisUrl,
+  runCommand,
+  startRedisServer,
+  stopAllRedisServers,
+} from "@once/support";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const exampleFile = path.join(repoRoot, "apps/example/src/main.ts");
+/** The store an author outside the repository writes, and its tests: copied into a project of its own. */
+const outsideStoreDir = path.join(repoRoot, "test/fixtures/outside-store");
+const outsideAgent = path.join(repoRoot, "test/fixtures/outside-agent/agent.mjs");
 
 /** What a user brings: a library of once takes these as peers, so the user's own copy is the one it uses. */
 const USER_BROUGHT = ["zod", "bullmq", "ioredis", "@opentelemetry/api"];
 /** What the README's example installs; the once command is checked on top. */
-const EXAMPLE_NEEDS = ["@once/core", "@once/redis", "@once/bullmq"];
+const EXAMPLE_NEEDS = ["@once/core", "@once/engine", "@once/redis", "@once/bullmq"];
 
 interface Manifest {
   name: string;
@@ -88,7 +105,24 @@ function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 async function run(file: string, args: string[], extraEnv: Record<string, string> = {}) {
-  return runCommand(file, args, { cwd: project, env: userEnv(extraEnv), timeoutMs: 240_000 });
+  return runIn(project, file, args, extraEnv);
+}
+
+async function runIn(cwd: string, file: string, args: string[], extraEnv: Record<string, string> = {}) {
+  return runCommand(file, args, { cwd, env: userEnv(extraEnv), timeoutMs: 240_000 });
+}
+
+/** A tsconfig as a user's project has it: NodeNext, strict, against the installed type declarations. */
+function userTsconfig(compilerOptions: Record<string, unknown>, include: string[]): string {
+  const options = {
+    target: "ES2023",
+    module: "NodeNext",
+    moduleResolution: "NodeNext",
+    strict: true,
+    types: ["node"],
+    ...compilerOptions,
+  };
+  return `${JSON.stringify({ compilerOptions: options, include }, null, 2)}\n`;
 }
 
 /** The lowest version a `^x.y.z` range allows; other range shapes are refused, so the floor stays exact. */
@@ -99,8 +133,8 @@ function floorOf(name: string, range: string): string {
   return floor;
 }
 
-/** Every installed copy of a package in the project: `node_modules/<name>` at any depth. */
-function installedCopies(name: string): string[] {
+/** Every installed copy of a package in a project: `node_modules/<name>` at any depth. */
+function installedCopies(name: string, root = project): string[] {
   const copies: string[] = [];
   const visit = (nodeModules: string) => {
     if (!existsSync(nodeModules)) return;
@@ -113,7 +147,7 @@ function installedCopies(name: string): string[] {
       for (const pkg of packages) visit(path.join(nodeModules, pkg, "node_modules"));
     }
   };
-  visit(path.join(project, "node_modules"));
+  visit(path.join(root, "node_modules"));
   return copies;
 }
 
@@ -234,23 +268,7 @@ describe("the packages installed from their tarballs with npm, outside the repos
     writeFileSync(path.join(project, "src/main.ts"), example);
     writeFileSync(
       path.join(project, "tsconfig.json"),
-      `${JSON.stringify(
-        {
-          compilerOptions: {
-            target: "ES2023",
-            module: "NodeNext",
-            moduleResolution: "NodeNext",
-            strict: true,
-            skipLibCheck: false,
-            types: ["node"],
-            rootDir: "src",
-            outDir: "dist",
-          },
-          include: ["src"],
-        },
-        null,
-        2,
-      )}\n`,
+      userTsconfig({ skipLibCheck: false, rootDir: "src", outDir: "dist" }, ["src"]),
     );
     // The workspace's compiler, the project's node_modules: module resolution starts at the project's files.
     const tsc = await run(path.join(repoRoot, "node_modules/.bin/tsc"), ["-p", "."]);
@@ -276,4 +294,248 @@ describe("the packages installed from their tarballs with npm, outside the repos
     expect(doctor.stdout).toContain("RedisStore.create would start on this Redis");
     expect(isInside(realpathSync(path.join(project, "node_modules/.bin/once")), project)).toBe(true);
   });
+});
+
+/** What `vitest run --reporter=json` writes: the parts these tests read. */
+interface VitestReport {
+  success: boolean;
+  numTotalTests: number;
+  numPassedTests: number;
+  numFailedTests: number;
+  testResults: { assertionResults: { title: string; fullName: string; status: string }[] }[];
+}
+
+describe("a store written outside the repository, tested with @once/core/testing from the packed tarball", () => {
+  let storeProject: string;
+
+  /** Runs one test file of the store's project with the project's own vitest, and reads its JSON report. */
+  async function vitestRun(file: string) {
+    const report = path.join(storeProject, `${path.basename(file, ".test.ts")}.report.json`);
+    const result = await runIn(storeProject, "npx", [
+      "vitest",
+      "run",
+      file,
+      "--reporter=default",
+      "--reporter=json",
+      `--outputFile=${report}`,
+    ]);
+    if (!existsSync(report)) throw new Error(`vitest wrote no report\n${describeRun(result)}`);
+    return { result, report: JSON.parse(readFileSync(report, "utf8")) as VitestReport };
+  }
+
+  beforeAll(async () => {
+    storeProject = mkdtempSync(path.join(realpathSync(os.tmpdir()), "once-store-kit-"));
+    for (const file of readdirSync(outsideStoreDir).filter((name) => name.endsWith(".ts")))
+      writeFileSync(path.join(storeProject, file), readFileSync(path.join(outsideStoreDir, file)));
+    const core = packed.find((p) => p.manifest.name === "@once/core");
+    if (core === undefined) throw new Error("@once/core was not packed");
+    const root = readManifest(path.join(repoRoot, "package.json")).devDependencies ?? {};
+    const peers = Object.entries(core.manifest.peerDependencies ?? {}).map(([name, range]) => [
+      name,
+      floorOf(name, range),
+    ]);
+    writeFileSync(
+      path.join(storeProject, "package.json"),
+      `${JSON.stringify(
+        {
+          name: "once-store-kit-check",
+          private: true,
+          type: "module",
+          dependencies: { "@once/core": `file:${core.tarball}`, ...Object.fromEntries(peers) },
+          // The workspace's own versions: what the suite is tested with here.
+          devDependencies: { vitest: root.vitest, "@types/node": root["@types/node"] },
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    writeFileSync(
+      path.join(storeProject, "tsconfig.json"),
+      userTsconfig({ noEmit: true, skipLibCheck: false }, ["*.ts"]),
+    );
+    const install = await runIn(storeProject, "npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--prefer-offline",
+    ]);
+    if (install.code !== 0) throw new Error(describeRun(install));
+  }, 300_000);
+
+  afterAll(() => {
+    if (storeProject) rmSync(storeProject, { recursive: true, force: true });
+  });
+
+  it("installs @once/core from its tarball and no other once package; the store imports nothing of once's but core", () => {
+    expect(readdirSync(path.join(storeProject, "node_modules/@once"))).toEqual(["core"]);
+    expect(isInside(realpathSync(path.join(storeProject, "node_modules/@once/core")), storeProject)).toBe(
+      true,
+    );
+    const store = readFileSync(path.join(storeProject, "map-store.ts"), "utf8");
+    expect([...store.matchAll(/from "([^"]+)"/g)].map((m) => m[1]).sort()).toEqual([
+      "@once/core",
+      "@once/core/store-kit",
+    ]);
+  });
+
+  it("type-checks the store and its tests with module NodeNext, against the installed declarations", async () => {
+    const tsc = await runIn(storeProject, path.join(repoRoot, "node_modules/.bin/tsc"), ["-p", "."]);
+    expect(tsc.code, describeRun(tsc)).toBe(0);
+  });
+
+  it("passes the conformance suite, run from @once/core/testing with the project's own vitest", async () => {
+    const { result, report } = await vitestRun("map-store.test.ts");
+    expect(result.code, describeRun(result)).toBe(0);
+    expect(report.success).toBe(true);
+    expect(report.numFailedTests).toBe(0);
+    expect(report.numPassedTests).toBe(report.numTotalTests);
+    const names = report.testResults.flatMap((file) => file.assertionResults.map((test) => test.fullName));
+    expect(names.length).toBeGreaterThan(0);
+    for (const name of names) expect(name).toMatch(/^OnceStore conformance: MapStore /);
+  });
+
+  it("fails the same store with one bug: owner writes that compare only the token's fence", async () => {
+    const { result, report } = await vitestRun("fence-only-store.test.ts");
+    expect(result.code, describeRun(result)).not.toBe(0);
+    const failed = report.testResults.flatMap((file) =>
+      file.assertionResults.filter((test) => test.status === "failed").map((test) => test.title),
+    );
+    expect(failed).toContain("compares the whole token: the right fence with another nonce is lost");
+  });
+});
+
+/** A payments provider that honours no key: it records each charge and, while `hold` is set, never answers. */
+function startProvider(): Promise<{
+  server: Server;
+  url: string;
+  charges: { id: string; key: string }[];
+  hold: { on: boolean };
+}> {
+  const charges: { id: string; key: string }[] = [];
+  const hold = { on: true };
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://provider");
+    if (req.method === "GET") {
+      res.end(JSON.stringify(charges.filter((charge) => charge.key === url.searchParams.get("key"))));
+      return;
+    }
+    let body = "";
+    req.on("data", (chunk: Buffer) => {
+      body += chunk.toString();
+    });
+    req.on("end", () => {
+      const charge = { id: `ch_${charges.length + 1}`, key: (JSON.parse(body) as { key: string }).key };
+      charges.push(charge);
+      // Charged, and the answer held: the caller is killed before it hears of it.
+      if (!hold.on) res.end(JSON.stringify({ id: charge.id }));
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, charges, hold }),
+    ),
+  );
+}
+
+describe("an AI SDK agent loop from @once/ai alone, installed from the tarballs: no queue anywhere", () => {
+  let agentProject: string;
+  const prefix = randomPrefix("outside-agent");
+
+  beforeAll(async () => {
+    agentProject = mkdtempSync(path.join(realpathSync(os.tmpdir()), "once-agent-"));
+    writeFileSync(path.join(agentProject, "agent.mjs"), readFileSync(outsideAgent));
+    const tarballOf = (name: string) => {
+      const found = packed.find((p) => p.manifest.name === name);
+      if (found === undefined) throw new Error(`${name} was not packed`);
+      return `file:${found.tarball}`;
+    };
+    const ai = packed.find((p) => p.manifest.name === "@once/ai")?.manifest.peerDependencies ?? {};
+    const ioredis = packed.find((p) => p.manifest.name === "@once/redis")?.manifest.peerDependencies ?? {};
+    writeFileSync(
+      path.join(agentProject, "package.json"),
+      `${JSON.stringify(
+        {
+          name: "once-agent-check",
+          private: true,
+          type: "module",
+          // What the user installs: npm i @once/ai @once/redis ai ioredis zod.
+          dependencies: {
+            "@once/ai": tarballOf("@once/ai"),
+            "@once/redis": tarballOf("@once/redis"),
+            ai: floorOf("ai", ai.ai ?? ""),
+            ioredis: floorOf("ioredis", ioredis.ioredis ?? ""),
+            zod: floorOf("zod", ai.zod ?? ""),
+          },
+          // The tarballs stand in for the registry for the once packages these depend on.
+          overrides: Object.fromEntries(
+            ["@once/agent", "@once/core", "@once/engine"].map((name) => [name, tarballOf(name)]),
+          ),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    const install = await runIn(agentProject, "npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--prefer-offline",
+    ]);
+    if (install.code !== 0) throw new Error(describeRun(install));
+  }, 300_000);
+
+  afterAll(async () => {
+    const redis = new Redis(redisUrl());
+    await cleanupPrefix(redis, prefix);
+    redis.disconnect();
+    if (agentProject) rmSync(agentProject, { recursive: true, force: true });
+  });
+
+  it("has no bullmq, and no @once/bullmq, anywhere in its node_modules", () => {
+    const all = readdirSync(path.join(agentProject, "node_modules/@once")).sort();
+    expect(all).toEqual(["agent", "ai", "core", "engine", "redis"]);
+    for (const name of ["bullmq", "@once/bullmq"])
+      expect(installedCopies(name, agentProject), name).toEqual([]);
+  });
+
+  it("runs the loop, SIGKILLed while the provider holds the charge, and resumed: one charge, the model not asked again", async () => {
+    const provider = await startProvider();
+    const env = userEnv({
+      PROVIDER_URL: provider.url,
+      REDIS_URL: redisUrl(),
+      STORE_PREFIX: prefix,
+      TASK_ID: "task-7",
+    });
+    try {
+      const first = NodeChild.start({
+        script: "agent.mjs",
+        cwd: agentProject,
+        env,
+        name: "agent (first run)",
+      });
+      await first.waitFor("charging", { timeoutMs: 60_000 });
+      // The provider has the charge; the loop has not heard back. Killed as a crash kills it.
+      while (provider.charges.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      await first.kill("SIGKILL");
+      provider.hold.on = false;
+
+      const resumed = NodeChild.start({
+        script: "agent.mjs",
+        cwd: agentProject,
+        env,
+        name: "agent (resumed)",
+      });
+      const done = await resumed.waitFor("done", { timeoutMs: 60_000 });
+      expect(await resumed.exited).toEqual([0, null]);
+      // The recorded turn was replayed (the model asked only for the turn after the charge), the charge
+      // found out from the provider, never made again.
+      expect(resumed.all("reconciled")).toEqual([expect.objectContaining({ found: "ch_1" })]);
+      expect(resumed.all("charging")).toEqual([]);
+      expect(done).toMatchObject({ text: "Charged.", modelCalls: 1 });
+      expect(provider.charges).toHaveLength(1);
+    } finally {
+      provider.server.closeAllConnections();
+      provider.server.close();
+    }
+  }, 120_000);
 });

@@ -3,7 +3,7 @@
 // retries) charges once and hands the orchestrator that charge's id.
 
 import type { CallResult, Dispatcher } from "@once/bullmq";
-import { DispatchTimeoutError } from "@once/core";
+import { DispatchTimeoutError } from "@once/bullmq";
 import { describe, expect, it } from "vitest";
 import type { ChargeResult, ChargeTools } from "../fixtures/tools.js";
 import { withScenario } from "./scenario.js";

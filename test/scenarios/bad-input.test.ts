@@ -4,13 +4,12 @@
 // too large) can only come after `run` produced it, so the one charge has happened by then: what once
 // guarantees there is that it is never repeated — the failure is stored and replayed, never re-run.
 
-import { type CallData, Dispatcher } from "@once/bullmq";
+import { type CallData, Dispatcher, jobIdForKey } from "@once/bullmq";
 import {
   CallFailedError,
   defineTool,
   deriveKey,
   InvalidInputError,
-  jobIdForKey,
   MissingStepIdentityError,
   StoreUnavailableError,
   UnknownToolError,

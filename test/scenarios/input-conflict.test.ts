@@ -4,8 +4,8 @@
 // is running the first call, in another dispatcher reading the record, and in the worker claiming the key.
 // It never charges a second time.
 
-import { Dispatcher } from "@once/bullmq";
-import { defineTool, IdempotencyConflictError, jobIdForKey } from "@once/core";
+import { Dispatcher, jobIdForKey } from "@once/bullmq";
+import { defineTool, IdempotencyConflictError } from "@once/core";
 import { redisUrl } from "@once/support";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";

@@ -8,7 +8,7 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { jobIdForKey } from "@once/core";
+import { jobIdForKey } from "@once/bullmq";
 import { redisUrl } from "@once/support";
 import { describe, expect, it } from "vitest";
 import { REPLICA_CALL_ENV, type ReplicaCallConfig } from "../fixtures/replica-call-config.js";

@@ -6,7 +6,8 @@
 // a retention that covers the window the same entry point survives the same kill with one charge.
 
 import { createCallProcessor, Dispatcher, OnceWorker } from "@once/bullmq";
-import { defineTool, RetryWindowError } from "@once/core";
+import { defineTool } from "@once/core";
+import { RetryWindowError } from "@once/engine";
 import { RedisStore } from "@once/redis";
 import { describe, expect, it } from "vitest";
 import { chargeInput, chargeOutput } from "../fixtures/tools.js";

@@ -7,6 +7,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { NodeChild } from "@once/support";
+import { IN_PROCESS_CALL_ENV, type InProcessCallConfig } from "../fixtures/in-process-call-config.js";
 import { WORKER_CONFIG_ENV, type WorkerProcessConfig } from "../fixtures/worker-config.js";
 
 const testRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -45,5 +46,32 @@ export async function startWorkerProcess(
     holdStdin: true,
     stopGraceMs: 5_000,
     ready: "ready",
+  });
+}
+
+const inProcessFixture = path.join(testRoot, "fixtures/in-process-call.ts");
+
+/** One line an in-process caller printed (test/fixtures/in-process-call.ts). */
+export interface CallerEvent {
+  event: string;
+  pid: number;
+  at: number;
+  [field: string]: unknown;
+}
+
+/**
+ * Starts a caller process that runs one charge through `InProcess` on the scenario's Redis store, with its
+ * settings as JSON in `ONCE_IN_PROCESS_CALL`; it prints `settled` and exits when the call is answered.
+ */
+export function startInProcessCall(config: InProcessCallConfig): NodeChild<CallerEvent> {
+  counter += 1;
+  return NodeChild.start<CallerEvent>({
+    name: `caller-${counter}`,
+    script: inProcessFixture,
+    nodeArgs: ["--import", "tsx"],
+    cwd: testRoot,
+    env: { ...process.env, [IN_PROCESS_CALL_ENV]: JSON.stringify(config) },
+    eventKey: "event",
+    stopGraceMs: 5_000,
   });
 }

@@ -1,6 +1,12 @@
 import { fileURLToPath } from "node:url";
 
 export type { AgentFigures } from "./agent/agent-figures.js";
+export {
+  type ApprovalFigures,
+  type ApproverLine,
+  countApprovals,
+} from "./agent/approvals/approval-figures.js";
+export { APPROVAL_THRESHOLD_CENTS } from "./agent/approvals/charge-approval.js";
 export { type FoundRedis, findRedis, NoRedisError } from "./find-redis.js";
 export { formatComparison } from "./format-comparison.js";
 export type { ModeFigures } from "./mode-figures.js";

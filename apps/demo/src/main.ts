@@ -1,14 +1,19 @@
-// `pnpm demo [-- --agent --tasks 200 --workers 2 --timeout-ms 250 --kill|--no-kill --mode both|naive|once
-//   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000 --backend redis|postgres]`
+// `pnpm demo [-- --agent [--approvals] --tasks 200 --workers 2 --timeout-ms 250 --kill|--no-kill --mode both|naive|once
+//   --json PATH --trace --concurrency 50 --seed N --p50 50 --p99 2000 --backend redis|postgres
+//   --framework F]`
 // Runs the same order workload naive (a fresh key per retry, the article's WRONG example) and with once,
 // each with its own payments provider, workers, queue and keys, then prints them side by side.
-// `pnpm demo -- --agent […]` runs the AI SDK's agent loop instead, naive vs once (see agent/agent-demo.ts).
+// `pnpm demo -- --agent [--framework ai|openai-agents|langgraph|mastra|all] […]` runs an agent framework's own
+// loop instead, naive vs once, framework by framework (see agent/agent-demo.ts); `--agent --approvals` the AI
+// SDK's loop with a charge that needs a person's approval (see agent/approvals/approvals-demo.ts).
 // Exit 1 when once let a duplicate effect through, 2 when the demo could not run, 130 when interrupted.
 import { randomBytes, randomInt } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatSpanTree, type OtlpReceiver, startOtlpReceiver } from "@once/trace-receiver";
 import { agentDemo } from "./agent/agent-demo.js";
+import { approvalsDemo } from "./agent/approvals/approvals-demo.js";
+import { FRAMEWORKS, type FrameworkName, isFrameworkName } from "./agent/frameworks/agent-frameworks.js";
 import { findPostgres } from "./find-postgres.js";
 import { findRedis, NoRedisError } from "./find-redis.js";
 import { formatComparison } from "./format-comparison.js";
@@ -17,10 +22,20 @@ import { Progress } from "./progress.js";
 import { InterruptedError, runMode } from "./run-mode.js";
 
 const USAGE = `usage: pnpm demo [-- options]
-  --agent            the AI SDK agent loop instead of the queue: naive (plain tools, each call re-sent
-                     on timeout, a task restarted from scratch after the orchestrator is killed) vs
-                     once (onceTask: recorded turns replayed, tool calls keyed from them); --kill
-                     SIGKILLs the orchestrator a third and two thirds of the way through
+  --agent            an agent framework's own loop instead of the queue: naive (plain tools, each call
+                     re-sent on timeout, a task restarted from scratch after the orchestrator is
+                     killed) vs once (the framework's once adapter: recorded turns replayed, tool
+                     calls keyed from them); --kill SIGKILLs the orchestrator a third and two thirds
+                     of the way through
+  --approvals        with --agent: the AI SDK's loop with a charge over 3000 cents needing a
+                     person's approval: an approver process decides (some approved, some denied,
+                     one task cancelled); the orchestrator is SIGKILLed while requests are pending
+                     and again after the decisions. naive: the SDK's own needsApproval, the
+                     decision in the messages of the orchestrator process; once: the record's
+                     (default 12 tasks)
+  --decision-ms N    with --approvals: how long the approver takes to decide (default 2000)
+  --framework F      with --agent: ai (default) | openai-agents | langgraph | mastra | all (each,
+                     one after another)
   --tasks N          order tasks per mode (default 200; 100 with --agent)
   --workers N        worker processes (default 2; not with --agent)
   --timeout-ms N     the orchestrator's first wait per call before it re-sends; later waits
@@ -28,7 +43,8 @@ const USAGE = `usage: pnpm demo [-- options]
   --kill / --no-kill SIGKILL worker 1 a third of the way through, then restart it (default --kill);
                      with --agent, the orchestrator, twice
   --mode M           both | naive | once (default both)
-  --json PATH        write the figures as JSON: { "naive": {...}, "once": {...} }
+  --json PATH        write the figures as JSON: { "naive": {...}, "once": {...} }; with --agent, per
+                     framework: { "ai": { "naive": {...}, "once": {...} }, ... }
   --trace            collect every process's spans in this process (an OTLP/HTTP JSON receiver the
                      children export to, instead of OTEL_EXPORTER_OTLP_ENDPOINT) and print the trace
                      tree of one task per mode (not with --agent)
@@ -54,6 +70,9 @@ function parseCommandLine() {
       allowNegative: true,
       options: {
         agent: { type: "boolean", default: false },
+        approvals: { type: "boolean", default: false },
+        "decision-ms": { type: "string", default: "2000" },
+        framework: { type: "string" },
         // Defaults below: they depend on --agent.
         tasks: { type: "string" },
         workers: { type: "string" },
@@ -92,6 +111,21 @@ const modes: readonly ("naive" | "once")[] =
   args.mode in MODES
     ? MODES[args.mode as keyof typeof MODES]
     : usage(`--mode must be both, naive or once, got '${args.mode}'`);
+if (args.approvals && !args.agent) usage("--approvals is for the agent demo: add --agent");
+if (args.approvals && (!args.kill || args.concurrency !== undefined))
+  usage(
+    "--approvals runs every task at once and kills the orchestrator twice: leave out --no-kill and --concurrency",
+  );
+if (args.approvals && args.framework !== undefined && args.framework !== "ai")
+  usage("--approvals runs the AI SDK's loop only: leave out --framework");
+if (!args.agent && args.framework !== undefined) usage("--framework is for the agent demo: add --agent");
+const FRAMEWORK_CHOICES = [...Object.keys(FRAMEWORKS), "all"];
+if (args.framework !== undefined && !FRAMEWORK_CHOICES.includes(args.framework))
+  usage(`--framework must be one of ${FRAMEWORK_CHOICES.join(", ")}, got '${args.framework}'`);
+const frameworks: FrameworkName[] =
+  args.framework === "all"
+    ? (Object.keys(FRAMEWORKS) as FrameworkName[])
+    : [isFrameworkName(args.framework ?? "ai") ? ((args.framework ?? "ai") as FrameworkName) : "ai"];
 if (args.agent && (args.workers !== undefined || args.trace))
   usage("--workers and --trace are for the queue demo: the agent demo has no workers, and no tracing");
 if (args.backend !== "redis" && args.backend !== "postgres")
@@ -100,7 +134,7 @@ if (args.agent && args.backend !== "redis")
   usage("--backend postgres is for the queue demo: the agent demo runs on Redis only");
 const backend: "redis" | "postgres" = args.backend;
 const settings = {
-  tasks: integer("tasks", args.tasks ?? (args.agent ? "100" : "200")),
+  tasks: integer("tasks", args.tasks ?? (args.approvals ? "12" : args.agent ? "100" : "200")),
   workers: integer("workers", args.workers ?? "2"),
   timeoutMs: integer("timeout-ms", args["timeout-ms"]),
   concurrency: integer("concurrency", args.concurrency ?? (args.agent ? "20" : "25")),
@@ -141,20 +175,26 @@ const postgres =
 if (args.agent) {
   if (!redis) throw new Error("the agent demo needs Redis");
   try {
-    exitCode = await agentDemo({
+    const common = {
       modes,
       redisUrl: redis.url,
       redisSource: redis.source,
       runId: randomBytes(4).toString("hex"),
       tasks: settings.tasks,
-      concurrency: settings.concurrency,
       timeoutMs: settings.timeoutMs,
-      kill: args.kill,
       latency: settings.latency,
       seed: settings.seed,
       ...(args.json === undefined ? {} : { json: args.json }),
       signal: interrupted.signal,
-    });
+    };
+    exitCode = args.approvals
+      ? await approvalsDemo({ ...common, decisionDelayMs: integer("decision-ms", args["decision-ms"], 0) })
+      : await agentDemo({
+          ...common,
+          frameworks,
+          concurrency: settings.concurrency,
+          kill: args.kill,
+        });
     if (interrupted.signal.aborted) exitCode = 130;
   } catch (error) {
     process.stderr.write(`demo: ${error instanceof Error ? error.message : String(error)}\n`);

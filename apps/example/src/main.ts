@@ -1,7 +1,8 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Dispatcher, fetchWithKey, OnceWorker } from "@once/bullmq";
+import { Dispatcher, OnceWorker } from "@once/bullmq";
 import { defineTool } from "@once/core";
+import { fetchWithKey } from "@once/engine";
 import { RedisStore } from "@once/redis";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { McpHttpGuard } from "@once/mcp";
 
 export interface HttpMcp {
   /** Where clients post: `http://HOST:PORT/mcp`. */
@@ -9,13 +10,18 @@ export interface HttpMcp {
   close(): Promise<void>;
 }
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
-
 /**
  * Streamable HTTP at `/mcp`, stateless: each POST is served by a server of its own, so a restarted process
  * answers a client's next call without a session to resume — the step in the call is all the state there is.
+ * On `guard.host`, port 0 picks a free one; every request passes the guard (Host, Origin, bearer token)
+ * before anything of it runs.
  */
-export async function serveHttp(newServer: () => Server, port: number, host: string): Promise<HttpMcp> {
+export async function serveHttp(
+  newServer: () => Server,
+  port: number,
+  guard: McpHttpGuard,
+): Promise<HttpMcp> {
+  const { host } = guard;
   const http = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
       process.stderr.write(`mcp-server: ${String(error)}\n`);
@@ -27,10 +33,13 @@ export async function serveHttp(newServer: () => Server, port: number, host: str
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (new URL(req.url ?? "/", "http://mcp.invalid").pathname !== "/mcp")
       return reply(res, 404, "not found: use /mcp");
-    // Bound to a loopback address, answer only loopback names: a web page whose name was rebound to
-    // 127.0.0.1 must not reach these tools from a browser.
-    const hostname = (req.headers.host ?? "").replace(/:\d+$/, "");
-    if (LOOPBACK.has(host) && !LOOPBACK.has(hostname)) return reply(res, 403, `host ${hostname} refused`);
+    // A web page whose name was rebound to this address, another site's page, a caller without the token:
+    // answered here, before a server or transport exists for the request.
+    const refused = guard.refusal(req);
+    if (refused !== undefined) {
+      res.writeHead(refused.status, refused.headers).end(refused.body);
+      return;
+    }
     // Stateless: no session to stream to (GET) or end (DELETE).
     if (req.method !== "POST") return reply(res, 405, "method not allowed: POST", { Allow: "POST" });
     const server = newServer();
@@ -39,6 +48,7 @@ export async function serveHttp(newServer: () => Server, port: number, host: str
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,
+      ...guard.transportOptions(req),
     });
     res.on("close", () => {
       void server.close();

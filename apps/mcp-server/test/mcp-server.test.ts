@@ -4,7 +4,7 @@
 // same step from the provider (reconciled), and the customer is charged once.
 
 import { existsSync } from "node:fs";
-import { request } from "node:http";
+
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -13,7 +13,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { callOnceTool, ONCE_REPLAYED_META, type OnceStep } from "@once/mcp";
 import { keyLayout } from "@once/order-agent";
 import { PaymentsClient, type PaymentsServer, startPaymentsServer } from "@once/payments";
-import { cleanupPrefix, freePort, NodeChild, randomPrefix, redisUrl } from "@once/support";
+import { cleanupPrefix, freePort, NodeChild, randomPrefix, rawToolCall, redisUrl } from "@once/support";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 
@@ -271,25 +271,190 @@ it("--payments --seed-order: a self-contained try, with a payments stand-in and 
   expect(ledger.charges.byOrder["order-try"]).toBe(1);
 });
 
-it("refuses a request for another host name when bound to a loopback address", async () => {
+/** The built server on HTTP, port 0, on the fast provider, with `extra` flags; `env` its whole environment. */
+async function httpServer(extra: readonly string[] = [], env?: NodeJS.ProcessEnv) {
   const server = await NodeChild.startReady<{ type: string; url?: string }>({
     script: MAIN,
-    args: ["--http", "0", "--redis-url", redisUrl(), "--prefix", layout.root, "--payments-url", payments.url],
+    args: ["--http", "0", ...serverArgs(payments.url), ...extra],
+    ...(env === undefined ? {} : { env }),
     name: "mcp-server",
     ready: "ready",
   });
   opened.servers.push(server);
-  const url = new URL(server.events[0]?.url as string);
-  const status = await new Promise<number | undefined>((resolve, reject) => {
-    const req = request(
-      { host: url.hostname, port: url.port, path: "/mcp", method: "POST", headers: { Host: "evil.example" } },
-      (res) => {
-        res.resume();
-        resolve(res.statusCode);
-      },
-    );
-    req.on("error", reject);
-    req.end("{}");
+  return { server, url: new URL(server.events[0]?.url as string) };
+}
+
+/** The loopback address of a server's URL (one bound to 0.0.0.0 or :: is reached on it too). */
+const reachable = (url: URL) => {
+  const local = new URL(url);
+  if (local.hostname === "0.0.0.0") local.hostname = "127.0.0.1";
+  if (local.hostname === "[::]") local.hostname = "[::1]";
+  return local;
+};
+
+/**
+ * A `tools/call` of charge_customer with a valid step, as one raw POST carrying `headers` (node:http, since
+ * fetch cannot set Host): what a page or a script that is not an MCP client can send.
+ */
+function rawCharge(url: URL, orderId: string, headers: Record<string, string> = {}) {
+  const call = {
+    name: "charge_customer",
+    arguments: { orderId, amount: 4200, currency: "eur" },
+    _meta: { "once/step": { taskId: `task-${orderId}`, stepId: "charge" } },
+  };
+  return rawToolCall(reachable(url), call, headers);
+}
+
+/** The SDK's client, sending `headers` with every request, calling charge_customer twice with one step. */
+async function chargeTwice(url: URL, orderId: string, headers: Record<string, string> = {}) {
+  const client = await connected(
+    new Client({ name: "test", version: "0" }),
+    new StreamableHTTPClientTransport(reachable(url), { requestInit: { headers } }),
+  );
+  const step = { taskId: `task-${orderId}`, stepId: "charge" };
+  const args = { orderId, amount: 4200, currency: "eur" };
+  const first = await callOnceTool(client, "charge_customer", args, step);
+  const second = await callOnceTool(client, "charge_customer", args, step);
+  expect(first.isError, textOf(first)).toBeUndefined();
+  expect(second._meta?.[ONCE_REPLAYED_META]).toBe(true);
+}
+
+const chargesAt = (orderId: string) => payments.ledger().charges.byOrder[orderId] ?? 0;
+let order = 0;
+const nextOrder = () => `order-access-${process.pid}-${++order}`;
+const TOKEN = "0123456789abcdef-mcp-token";
+
+/** Starts the server with `args` and resolves with how it ended, or "started" if it got ready instead. */
+async function refusedStart(args: readonly string[]) {
+  const child = NodeChild.start<{ type: string }>({ script: MAIN, args, name: "mcp-server" });
+  opened.servers.push(child);
+  const started = await child.waitFor("ready").then(
+    () => true,
+    () => false, // it exited first
+  );
+  return { ended: started ? "started" : await child.exited, child };
+}
+
+describe("who may call over HTTP", () => {
+  it("bound to a loopback address: a request for another host name is refused, 403 naming it, nothing runs", async () => {
+    const { url } = await httpServer();
+    const orderId = nextOrder();
+    expect(await rawCharge(url, orderId, { Host: "evil.example" })).toMatchObject({
+      status: 403,
+      message: "host evil.example refused: not a name this server answers",
+    });
+    expect(chargesAt(orderId)).toBe(0);
   });
-  expect(status).toBe(403);
+
+  it("an Origin of another site is refused, 403 naming it, nothing runs; the server's own loopback origin calls once", async () => {
+    const { url } = await httpServer();
+    for (const origin of ["http://evil.example", `http://evil.example:${url.port}`]) {
+      const orderId = nextOrder();
+      expect(await rawCharge(url, orderId, { Origin: origin })).toMatchObject({
+        status: 403,
+        message: `origin ${origin} refused: not an origin this server answers`,
+      });
+      expect(chargesAt(orderId)).toBe(0);
+    }
+    const orderId = nextOrder();
+    await chargeTwice(url, orderId, { Origin: `http://localhost:${url.port}` });
+    expect(chargesAt(orderId)).toBe(1);
+  });
+
+  it("--allowed-origin: the origin listed calls once; the loopback default is then refused", async () => {
+    const { url } = await httpServer(["--allowed-origin", "https://agent.example"]);
+    const refused = nextOrder();
+    expect(await rawCharge(url, refused, { Origin: `http://127.0.0.1:${url.port}` })).toMatchObject({
+      status: 403,
+    });
+    expect(chargesAt(refused)).toBe(0);
+    const orderId = nextOrder();
+    await chargeTwice(url, orderId, { Origin: "https://agent.example" });
+    expect(chargesAt(orderId)).toBe(1);
+  });
+
+  it("--host 0.0.0.0 with no token: refuses to start, saying what to give", async () => {
+    const { ended, child } = await refusedStart([
+      "--http",
+      "0",
+      "--host",
+      "0.0.0.0",
+      ...serverArgs(payments.url),
+    ]);
+    expect(ended).toEqual([2, null]);
+    expect(child.stderr()).toContain(
+      "mcp-server: --host 0.0.0.0 is not a loopback address, so anyone who can reach the port could call the " +
+        "tools, charges included: give a bearer token (ONCE_MCP_TOKEN or --token; clients then send " +
+        "Authorization: Bearer <token>), or --insecure-no-auth to serve it with none",
+    );
+  });
+
+  it("--host 0.0.0.0 --insecure-no-auth: starts with a warning, and takes calls with no token", async () => {
+    const { server, url } = await httpServer(["--host", "0.0.0.0", "--insecure-no-auth"]);
+    await vi.waitFor(() =>
+      expect(server.stderr()).toContain(
+        `mcp-server: warning: --insecure-no-auth: ${url.href} takes calls with no authentication`,
+      ),
+    );
+    const orderId = nextOrder();
+    await chargeTwice(url, orderId);
+    expect(chargesAt(orderId)).toBe(1);
+  });
+
+  it("--host 0.0.0.0 with ONCE_MCP_TOKEN: missing or wrong token 401, nothing runs; the right one calls once; the token in no output", async () => {
+    const { server, url } = await httpServer(["--host", "0.0.0.0"], {
+      ...process.env,
+      ONCE_MCP_TOKEN: TOKEN,
+    });
+    const orderId = nextOrder();
+    expect(await rawCharge(url, orderId)).toMatchObject({ status: 401, authenticate: "Bearer" });
+    expect(await rawCharge(url, orderId, { Authorization: `Bearer ${TOKEN}-not` })).toMatchObject({
+      status: 401,
+      authenticate: 'Bearer error="invalid_token"',
+    });
+    // With an Origin allowed and the Host unchecked, the token alone stands between a caller and a charge.
+    expect(await rawCharge(url, orderId, { Host: "anything.example" })).toMatchObject({ status: 401 });
+    expect(chargesAt(orderId)).toBe(0);
+    await chargeTwice(url, orderId, { Authorization: `Bearer ${TOKEN}` });
+    expect(chargesAt(orderId)).toBe(1);
+    await server.stop();
+    expect(JSON.stringify(server.events) + server.stderr()).not.toContain(TOKEN);
+  });
+
+  it("--token with --allowed-host on 0.0.0.0: another name 403 even with the token; the name listed calls", async () => {
+    const { url } = await httpServer([
+      "--host",
+      "0.0.0.0",
+      "--token",
+      TOKEN,
+      "--allowed-host",
+      "mcp.internal",
+    ]);
+    const authorization = `Bearer ${TOKEN}`;
+    const refused = nextOrder();
+    expect(
+      await rawCharge(url, refused, { Host: "evil.example", Authorization: authorization }),
+    ).toMatchObject({
+      status: 403,
+      message: "host evil.example refused: not a name this server answers",
+    });
+    expect(chargesAt(refused)).toBe(0);
+    const orderId = nextOrder();
+    expect(
+      await rawCharge(url, orderId, { Host: `mcp.internal:${url.port}`, Authorization: authorization }),
+    ).toMatchObject({ status: 200 });
+    expect(chargesAt(orderId)).toBe(1);
+  });
+
+  it.each([
+    [["--host", "0.0.0.0", "--token", "short"], "the bearer token must be 16 characters or more"],
+    [["--host", "0.0.0.0", "--token", TOKEN, "--insecure-no-auth"], "or --insecure-no-auth, not both"],
+    [["--allowed-origin", "evil.example"], '"evil.example" is not an origin'],
+  ])("%j: refuses to start, naming the problem", async (flags, reason) => {
+    const { ended, child } = await refusedStart(["--http", "0", ...serverArgs(payments.url), ...flags]);
+    expect(ended).toEqual([2, null]);
+    expect(child.stderr()).toContain(reason);
+    const token = flags.includes("--token") ? flags[flags.indexOf("--token") + 1] : undefined;
+    if (token !== undefined) expect(child.stderr()).not.toContain(token);
+  });
 });

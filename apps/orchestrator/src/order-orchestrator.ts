@@ -1,9 +1,8 @@
-import { type Dispatcher, JobFailedError } from "@once/bullmq";
+import { type Dispatcher, DispatchTimeoutError, JobFailedError } from "@once/bullmq";
 import {
   type AnyTool,
   CallFailedError,
   DEFAULT_NAMESPACE,
-  DispatchTimeoutError,
   deriveKey,
   ReplayedFailureError,
   type ToolKind,

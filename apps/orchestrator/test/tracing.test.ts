@@ -59,7 +59,13 @@ describe("one task, two processes, one trace", () => {
     const taskPrefix = `traced-${id}`;
     const orchestrator = NodeChild.start({
       script: ORCHESTRATOR_MAIN,
-      args: [...common, "--mode", "once", "--tasks", "1", "--task-prefix", taskPrefix, "--seed-orders"],
+      // A wait longer than the default 1 s: on a loaded machine a call that outlived it was sent again, a
+      // second `call` span in the trace this test counts.
+      args: [
+        ...common,
+        ...["--mode", "once", "--tasks", "1", "--task-prefix", taskPrefix, "--seed-orders"],
+        ...["--timeout-ms", "20000"],
+      ],
       env,
     });
     children.push(orchestrator);

@@ -1,5 +1,4 @@
-import { OnceWorker } from "@once/bullmq";
-import type { BackoffSetting } from "@once/core";
+import { type BackoffSetting, OnceWorker } from "@once/bullmq";
 import {
   keyLayout,
   openOrderStore,

@@ -1,11 +1,17 @@
 import { OnceError } from "@once/core";
 
+/** The codes of @once/agent's errors: stable, safe to match on. */
+export type AgentErrorCode =
+  | "ONCE_RECORDED_TURN_MISMATCH"
+  | "ONCE_UNRECORDED_TOOL_CALL"
+  | "ONCE_UNSETTLED_TOOL_CALL";
+
 /**
  * A turn recorded before the code changed no longer fits the current tools: it called a tool that is gone,
  * or with an input the tool's schema now refuses. Resuming would replay calls the code cannot run; nothing
  * is dispatched.
  */
-export class RecordedTurnMismatchError extends OnceError {
+export class RecordedTurnMismatchError extends OnceError<"ONCE_RECORDED_TURN_MISMATCH"> {
   constructor(
     readonly taskId: string,
     readonly turn: number,
@@ -24,7 +30,7 @@ export class RecordedTurnMismatchError extends OnceError {
  * A tool call the once tools were asked to run that no recorded turn produced: the model the loop asks is not
  * the task's own (for the AI SDK, `task.model(…)`), so its turns are not recorded.
  */
-export class UnrecordedToolCallError extends OnceError {
+export class UnrecordedToolCallError extends OnceError<"ONCE_UNRECORDED_TOOL_CALL"> {
   constructor(
     readonly tool: string,
     readonly toolCallId: string,
@@ -43,7 +49,7 @@ export class UnrecordedToolCallError extends OnceError {
  * the tool again under a new id — a new key, and a second effect if the first one happened. Resume the task
  * (the call runs again under its own step and is reconciled), or settle the record (`once resolve`) first.
  */
-export class UnsettledToolCallError extends OnceError {
+export class UnsettledToolCallError extends OnceError<"ONCE_UNSETTLED_TOOL_CALL"> {
   constructor(
     readonly taskId: string,
     readonly turn: number,

@@ -83,6 +83,19 @@ export function toolCallsOf(turn: RecordedTurn): TurnToolCall[] {
   return calls;
 }
 
+/**
+ * The ids of the tool calls a prompt's history holds: a loop started from a saved message history goes on
+ * after the recorded turn that made them (`AgentTask.continueAfter`).
+ */
+export function toolCallIdsOf(params: ModelCallParams): string[] {
+  const ids: string[] = [];
+  for (const message of params.prompt) {
+    if (message.role !== "assistant") continue;
+    for (const part of message.content) if (part.type === "tool-call") ids.push(part.toolCallId);
+  }
+  return ids;
+}
+
 /** Input text that is not JSON stays text: no tool's schema accepts it, and the SDK answers the model. */
 function parsedInput(text: unknown): unknown {
   try {

@@ -3,42 +3,32 @@
 // through onceTask, prints one JSON line per event ({"event":"model-call","turn":1}, {"event":"done",…}), and
 // SIGKILLs itself at the point it was told to — a real crash, mid-flight, with nothing cleaned up.
 
-import { modelLatencyMs, orderAgentModel, RedisOrderBook } from "@once/order-agent";
+import {
+  hookedOrderAgentTools,
+  modelLatencyMs,
+  orderAgentModel,
+  pendingOrder,
+  RedisOrderBook,
+} from "@once/order-agent";
 import { RedisStore } from "@once/redis";
 import { generateText, stepCountIs } from "ai";
 import { Redis } from "ioredis";
-import { agentChild } from "../../../test/support/agent-child.js";
+import { agentChild, crashPoints } from "../../../test/support/agent-child.js";
 import { onceTask } from "../src/index.js";
-import { agentTools, pendingOrder } from "./agent-tools.js";
 
-const { config, emit, die } = agentChild();
+const child = agentChild();
+const { config, emit, die } = child;
+const crash = crashPoints(child);
 
 const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
 const store = await RedisStore.create({ redis, prefix: config.prefix });
 // The order book in Redis, as a deployment's would be: the resumed process sees the status the crashed one set.
 const orders = new RedisOrderBook({ redis, prefix: `${config.prefix}order:` });
 await orders.create(pendingOrder(config.orderId));
-let chargeStored: () => void = () => {};
-const charged = new Promise<void>((resolve) => {
-  chargeStored = resolve;
-});
-const tools = agentTools(config.paymentsUrl, orders, {
-  afterCharge: () => {
-    emit("charged");
-    if (config.killAt === "tool-call") return die("tool-call");
-  },
-  beforeEmail: async () => {
-    if (config.killAt !== "between-tool-calls") return;
-    await charged; // the charge is stored: the turn's first call is over, its second not begun
-    return die("between-tool-calls");
-  },
-});
+const tools = hookedOrderAgentTools(config.paymentsUrl, orders, crash.toolHooks);
 const model = orderAgentModel(config.orderId, {
   latencyMs: modelLatencyMs,
-  answering: (turn) => {
-    emit("model-call", { turn });
-    if (config.killAt === "model-call" && turn === 1) return die("model-call");
-  },
+  answering: crash.answering,
 });
 const task = onceTask({
   taskId: config.taskId,
@@ -52,7 +42,7 @@ if (chargeTool?.execute) {
   const execute = chargeTool.execute;
   chargeTool.execute = async (...args) => {
     const result = await execute(...args);
-    chargeStored();
+    crash.chargeStored();
     return result;
   };
 }

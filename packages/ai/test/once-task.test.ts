@@ -6,7 +6,7 @@ import {
   InvalidToolError,
   ResultTooLargeError,
 } from "@once/core";
-import { MemoryOrderBook, orderAgentModel } from "@once/order-agent";
+import { hookedOrderAgentTools, MemoryOrderBook, orderAgentModel, pendingOrder } from "@once/order-agent";
 import { redisUrl } from "@once/support";
 import { generateText, stepCountIs, streamText, ToolLoopAgent, tool } from "ai";
 import { Queue } from "bullmq";
@@ -14,7 +14,6 @@ import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { onceTask, RecordedTurnMismatchError, UnsettledToolCallError } from "../src/index.js";
-import { agentTools, pendingOrder } from "./agent-tools.js";
 import { payments, store, useAgentWorld } from "./agent-world.js";
 
 useAgentWorld("ai");
@@ -33,7 +32,7 @@ const PROMPT = "Settle the order: read it, charge it, email the receipt, mark it
 async function runAgent(
   taskId: string,
   orderId: string,
-  tools = agentTools(payments.url, orders),
+  tools = hookedOrderAgentTools(payments.url, orders),
   system?: string,
 ) {
   const agent = orderAgentModel(orderId);
@@ -56,7 +55,7 @@ const ledger = (orderId: string) => ({
 describe("onceTask with generateText", () => {
   it("an effect call that ended with no stored outcome stops the loop before the model hears of it: UnsettledToolCallError", async () => {
     const orderId = await newOrder();
-    const tools = agentTools(payments.url, orders);
+    const tools = hookedOrderAgentTools(payments.url, orders);
     const lost = defineTool({
       ...tools.chargeCustomer,
       run: () => {
@@ -86,7 +85,7 @@ describe("onceTask with generateText", () => {
   it("a tool call that failed for good reads the same on resume: the next turn's prompt is the recorded one", async () => {
     const orderId = await newOrder();
     const taskId = `task-${orderId}`;
-    const tools = agentTools(payments.url, orders);
+    const tools = hookedOrderAgentTools(payments.url, orders);
     const declined = defineTool({
       ...tools.chargeCustomer,
       run: () => {
@@ -137,8 +136,13 @@ describe("onceTask with generateText", () => {
   it("a resumed task whose code sends another prompt for a recorded turn: IdempotencyConflictError naming the turn", async () => {
     const orderId = await newOrder();
     const taskId = `task-${orderId}`;
-    await runAgent(taskId, orderId, agentTools(payments.url, orders), "You are a careful agent.");
-    const changed = runAgent(taskId, orderId, agentTools(payments.url, orders), "You are a hasty agent.");
+    await runAgent(taskId, orderId, hookedOrderAgentTools(payments.url, orders), "You are a careful agent.");
+    const changed = runAgent(
+      taskId,
+      orderId,
+      hookedOrderAgentTools(payments.url, orders),
+      "You are a hasty agent.",
+    );
     await expect(changed).rejects.toThrow(IdempotencyConflictError);
     await expect(changed).rejects.toThrow(/^turn 0 of task "task-order-/);
     expect(ledger(orderId)).toEqual({ charges: 1, emails: 1 });
@@ -152,11 +156,11 @@ describe("onceTask with effect tools on workers", () => {
     const queueName = `ai-${orderId}`;
     const connection = new Redis(redisUrl(), { maxRetriesPerRequest: null });
     const queue = new Queue(queueName, { connection });
-    const workerTools = agentTools(payments.url, orders);
+    const workerTools = hookedOrderAgentTools(payments.url, orders);
     const worker = await OnceWorker.create({ queueName, connection, store, tools: workerTools.all });
     try {
       const run = async () => {
-        const tools = agentTools(payments.url, orders);
+        const tools = hookedOrderAgentTools(payments.url, orders);
         const dispatcher = await Dispatcher.create({ queue, store, tools: tools.all });
         try {
           const agent = orderAgentModel(orderId);
@@ -193,7 +197,7 @@ describe("onceTask with ToolLoopAgent", () => {
     const taskId = `task-${orderId}`;
     const run = async () => {
       const agent = orderAgentModel(orderId);
-      const task = onceTask({ taskId, store, tools: agentTools(payments.url, orders).all });
+      const task = onceTask({ taskId, store, tools: hookedOrderAgentTools(payments.url, orders).all });
       const loop = new ToolLoopAgent({
         model: task.model(agent.model),
         tools: task.tools,
@@ -214,7 +218,7 @@ describe("onceTask with streamText", () => {
     const taskId = `task-${orderId}`;
     const run = async () => {
       const agent = orderAgentModel(orderId);
-      const task = onceTask({ taskId, store, tools: agentTools(payments.url, orders).all });
+      const task = onceTask({ taskId, store, tools: hookedOrderAgentTools(payments.url, orders).all });
       const result = streamText({
         model: task.model(agent.model),
         tools: task.tools,
@@ -248,7 +252,7 @@ describe("bad input: a named error, nothing dispatched", () => {
     const orderId = await newOrder();
     const taskId = `task-${orderId}`;
     await runAgent(taskId, orderId);
-    const tools = agentTools(payments.url, orders);
+    const tools = hookedOrderAgentTools(payments.url, orders);
     const without = { ...tools, all: tools.all.filter((t) => t.name !== "send_email") };
     const resumed = runAgent(taskId, orderId, without);
     await expect(resumed).rejects.toThrow(RecordedTurnMismatchError);
@@ -264,7 +268,7 @@ describe("bad input: a named error, nothing dispatched", () => {
     const task = onceTask({
       taskId: `task-${orderId}`,
       store,
-      tools: agentTools(payments.url, orders).all,
+      tools: hookedOrderAgentTools(payments.url, orders).all,
       maxResultBytes: 200,
     });
     const run = generateText({

@@ -1,12 +1,11 @@
 import { OpenTelemetry } from "@ai-sdk/otel";
-import { MemoryOrderBook, orderAgentModel } from "@once/order-agent";
+import { hookedOrderAgentTools, MemoryOrderBook, orderAgentModel, pendingOrder } from "@once/order-agent";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { generateText, registerTelemetry, stepCountIs } from "ai";
 import { expect, it } from "vitest";
 import { onceTask } from "../src/index.js";
-import { agentTools, pendingOrder } from "./agent-tools.js";
 import { payments, store, useAgentWorld } from "./agent-world.js";
 
 const spans = new InMemorySpanExporter();
@@ -27,7 +26,11 @@ async function runTraced(orderId: string, telemetry?: { recordInputs: boolean; r
   const agent = orderAgentModel(orderId);
   const orders = new MemoryOrderBook();
   await orders.create(pendingOrder(orderId));
-  const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url, orders).all });
+  const task = onceTask({
+    taskId: `task-${orderId}`,
+    store,
+    tools: hookedOrderAgentTools(payments.url, orders).all,
+  });
   await trace.getTracer("orchestrator").startActiveSpan("task", async (taskSpan) => {
     await generateText({
       model: task.model(agent.model),
@@ -102,7 +105,11 @@ it("a turn's model call is a span with the GenAI names; a replayed turn is a ded
   await orders.create(pendingOrder(orderId));
   const run = async () => {
     const agent = orderAgentModel(orderId);
-    const task = onceTask({ taskId: `task-${orderId}`, store, tools: agentTools(payments.url, orders).all });
+    const task = onceTask({
+      taskId: `task-${orderId}`,
+      store,
+      tools: hookedOrderAgentTools(payments.url, orders).all,
+    });
     await generateText({
       model: task.model(agent.model),
       tools: task.tools,

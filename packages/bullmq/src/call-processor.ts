@@ -1,31 +1,35 @@
 import {
   type AnyTool,
-  assertRetryWindow,
-  assertTransactionalTools,
-  type BackoffSetting,
-  DEFAULT_LEASE_MS,
+  ApprovalPendingError,
   effectKey,
   InFlightError,
-  jobIdForKey,
-  KeyMismatchError,
   LeaseLostError,
   type OnceStore,
   ReplayedFailureError,
-  type RetryWindow,
-  type RetryWindowInput,
+  TaskCancelledError,
 } from "@once/core";
+import {
+  type ApprovalRequested,
+  type Delivery,
+  type EffectStep,
+  Engine,
+  type LivenessOption,
+  type RetryWindow,
+  type TelemetryOptions,
+} from "@once/engine";
+import {
+  ATTR_ONCE_ATTEMPT,
+  ATTR_ONCE_KEY,
+  callAttributes,
+  contextFromCarrier,
+  EVENT_LEASE_LOST,
+} from "@once/engine/internal";
 import { SpanKind } from "@opentelemetry/api";
 import { DelayedError, type Job } from "bullmq";
-import { ATTR_ONCE_ATTEMPT, ATTR_ONCE_KEY, EVENT_LEASE_LOST } from "./attributes.js";
-import { CallFlow, type Delivery, type EffectStep } from "./call-flow.js";
-import { ToolRegistry } from "./registry.js";
-import {
-  callAttributes,
-  consumerAttributes,
-  contextFromCarrier,
-  Telemetry,
-  type TelemetryOptions,
-} from "./telemetry.js";
+import { KeyMismatchError } from "./errors.js";
+import { jobIdForKey } from "./job-id.js";
+import { consumerAttributes } from "./messaging.js";
+import { type BackoffSetting, jobRetryTerms } from "./retry-window.js";
 import {
   assertSameDeclaration,
   type CallData,
@@ -42,6 +46,8 @@ export interface CallProcessorOptions {
   leaseMs?: number;
   /** Largest result stored, in bytes of JSON. Default 1 MiB. */
   maxResultBytes?: number;
+  /** The process's liveness entry (`EngineOptions.liveness`): on by default, `false` for leases only. */
+  liveness?: LivenessOption;
   /**
    * The `lockDuration` and `stalledInterval` of the BullMQ `Worker` that runs this processor, for the
    * retry-window check. A processor cannot read them from its worker: when left out, BullMQ's defaults
@@ -53,6 +59,13 @@ export interface CallProcessorOptions {
   /** How long a crashed orchestrator may take to resume with the same step ids. Default 0. */
   resumeGapMs?: number;
   telemetry?: TelemetryOptions;
+  /** How long an approval request waits for a decision (tools with an approval policy). Default 1 h. */
+  approvalTtlMs?: number;
+  /**
+   * Told when a call's approval request is created: once per call, by the worker whose claim made it (a
+   * crash right after that write loses the call; the record keeps the request). Its errors are ignored.
+   */
+  onApprovalRequested?: (request: ApprovalRequested) => void | Promise<void>;
 }
 
 /** A BullMQ processor function for once calls, with the retry window it was checked against. */
@@ -71,16 +84,24 @@ export interface CallProcessor {
  * a record that expires while its job can still be retried lets the retry run the effect again.
  */
 export function createCallProcessor(options: CallProcessorOptions): CallProcessor {
-  const retryWindow = assertRetryWindow(workerRetryWindow(options));
-  const registry = new ToolRegistry(options.tools);
-  assertTransactionalTools(options.tools, options.store);
-  const telemetry = new Telemetry(options.telemetry);
-  const flow = new CallFlow(
-    options.store,
-    options.leaseMs ?? DEFAULT_LEASE_MS,
-    options.maxResultBytes,
-    telemetry,
-  );
+  const engine = new Engine({
+    store: options.store,
+    tools: options.tools,
+    leaseMs: options.leaseMs,
+    maxResultBytes: options.maxResultBytes,
+    liveness: options.liveness,
+    resumeGapMs: options.resumeGapMs,
+    telemetry: options.telemetry,
+    approvalTtlMs: options.approvalTtlMs,
+    onApprovalRequested: options.onApprovalRequested,
+    retries: jobRetryTerms({
+      attempts: options.jobRetry?.attempts,
+      backoff: options.jobRetry?.backoff,
+      lockDurationMs: options.worker?.lockDurationMs,
+      stalledIntervalMs: options.worker?.stalledIntervalMs,
+    }),
+  });
+  const { flow, registry, telemetry, retryWindow } = engine;
   async function processCall(job: Job, token?: string, signal?: AbortSignal): Promise<CallOutcome> {
     const carrier = (job.data as { trace?: unknown } | undefined)?.trace;
     return telemetry.span(
@@ -126,8 +147,15 @@ export function createCallProcessor(options: CallProcessorOptions): CallProcesso
           throw error;
         }
       },
-      // An in-flight wait (the job moved to delayed by throwing) and a replayed failure are not failures.
-      (error) => error instanceof DelayedError || onceErrorIn(error) instanceof ReplayedFailureError,
+      // An in-flight wait (the job moved to delayed by throwing), a replayed failure, a call waiting for a
+      // person's decision and a call of a cancelled task are not failures. A pending call ends its job
+      // unrecoverably: no retry can change the answer until someone decides, and the dispatcher reads the record
+      // to say so. A cancelled task's call ends its job unrecoverably too: every retry would be refused.
+      (error) =>
+        error instanceof DelayedError ||
+        onceErrorIn(error) instanceof ReplayedFailureError ||
+        onceErrorIn(error) instanceof ApprovalPendingError ||
+        onceErrorIn(error) instanceof TaskCancelledError,
     );
   }
   return Object.assign(processCall, { retryWindow });
@@ -164,18 +192,4 @@ function checkedStep(tool: AnyTool, call: CallData, jobId: string | undefined): 
   } catch (error) {
     throw unrecoverable(error as Error);
   }
-}
-
-/** The retry window of a worker-side entry point, from its options (the dispatcher's is in dispatcher.ts). */
-function workerRetryWindow(options: CallProcessorOptions): RetryWindowInput {
-  return {
-    retentionMs: options.store.retentionMs,
-    tools: options.tools,
-    leaseMs: options.leaseMs,
-    attempts: options.jobRetry?.attempts,
-    backoff: options.jobRetry?.backoff,
-    lockDurationMs: options.worker?.lockDurationMs,
-    stalledIntervalMs: options.worker?.stalledIntervalMs,
-    resumeGapMs: options.resumeGapMs,
-  };
 }

@@ -1,29 +1,33 @@
 import { randomUUID } from "node:crypto";
 import {
   type AnyTool,
-  assertRetryWindow,
-  type BackoffSetting,
+  ApprovalPendingError,
   CallFailedError,
+  type Cancellation,
   DEFAULT_NAMESPACE,
-  DispatchTimeoutError,
   effectKey,
   fingerprint,
   IdempotencyConflictError,
   type InputOf,
-  jobIdForKey,
+  isTaskStore,
   type OnceRecord,
   type OnceStore,
   OutcomeUnknownError,
   type OutputOf,
   parseInput,
   ReplayedFailureError,
-  type RetryWindow,
+  TaskCancelledError,
   validateKeyPart,
 } from "@once/core";
-import { type Span, SpanKind } from "@opentelemetry/api";
-import { type BackendFactory, type IQueueBackend, type JobsOptions, type Queue, QueueEvents } from "bullmq";
 import {
-  ATTR_MESSAGING_MESSAGE_ID,
+  type CallOptions,
+  type CallOptionsFor,
+  type EffectCallOptions,
+  Engine,
+  type RetryWindow,
+  type TelemetryOptions,
+} from "@once/engine";
+import {
   ATTR_ONCE_ENQUEUES,
   ATTR_ONCE_JOINED,
   ATTR_ONCE_KEY,
@@ -31,19 +35,28 @@ import {
   ATTR_ONCE_STORED_STATE,
   ATTR_ONCE_TIMEOUT_MS,
   ATTR_ONCE_TOOL,
+  callAttributes,
+  currentTraceCarrier,
   EVENT_DEDUP_HIT,
   EVENT_IN_FLIGHT,
   EVENT_TIMEOUT,
-} from "./attributes.js";
-import { JobFailedError } from "./errors.js";
-import { ToolRegistry } from "./registry.js";
+  type Telemetry,
+  type ToolRegistry,
+  taskCancelled,
+} from "@once/engine/internal";
+import { type Counter, type Span, SpanKind } from "@opentelemetry/api";
+import type { JobsOptions } from "bullmq";
+import { DispatchTimeoutError, JobFailedError } from "./errors.js";
+import { JobEvents } from "./job-events.js";
+import { jobIdForKey } from "./job-id.js";
 import {
-  callAttributes,
-  currentTraceCarrier,
+  ATTR_MESSAGING_MESSAGE_ID,
+  METRIC_DISPATCHER_REENQUEUES,
+  METRIC_DISPATCHER_TIMEOUTS,
   producerAttributes,
-  Telemetry,
-  type TelemetryOptions,
-} from "./telemetry.js";
+} from "./messaging.js";
+import type { AnyQueue } from "./queue-backend.js";
+import { type BackoffSetting, jobRetryTerms } from "./retry-window.js";
 import { CALL_VERSION, type CallData, type CallOutcome, failedErrorName } from "./wire.js";
 
 export interface DispatcherOptions {
@@ -78,22 +91,6 @@ export interface DispatcherOptions {
   telemetry?: TelemetryOptions;
 }
 
-export interface CallOptions {
-  taskId?: string;
-  stepId?: string;
-  namespace?: string;
-  timeoutMs?: number;
-  retries?: number;
-}
-
-/** Effect calls must name the step: the key is derived from it. */
-export interface EffectCallOptions extends CallOptions {
-  taskId: string;
-  stepId: string;
-}
-
-export type CallOptionsFor<T extends AnyTool> = T["kind"] extends "effect" ? EffectCallOptions : CallOptions;
-
 export interface CallResult<Out> {
   result: Out;
   /** True when this call ran nothing: the result was stored by an earlier attempt. */
@@ -103,14 +100,6 @@ export interface CallResult<Out> {
   jobId?: string;
   /** How many times this call enqueued its job. 0 when the store answered first. */
   enqueues: number;
-}
-
-/** A queue on any of BullMQ's backends (Redis by default, or PostgreSQL), with any connection options. */
-// biome-ignore lint/suspicious/noExplicitAny: the connection options differ by backend; only the queue's own methods are used.
-type AnyQueue = Queue<any, any, string, any, any, string, IQueueBackend, any>;
-
-interface Closable {
-  quit(): Promise<unknown>;
 }
 
 /** An effect call on its way: what every answer to it is checked against. */
@@ -128,12 +117,6 @@ interface KeyedCall {
 /** Whose execution produced an answer. `replayed` is true exactly when it was another call's. */
 type Runner = "this call" | "another call";
 
-type Settled =
-  | { kind: "completed"; value: CallOutcome }
-  | { kind: "failed"; reason: string }
-  /** An enqueue found the job already there (BullMQ's `duplicated` event). */
-  | { kind: "duplicated" };
-
 /**
  * The orchestrator's side: derives the key, validates input, enqueues with the key as job id, waits,
  * re-enqueues with the same key on timeout. Two callers of one key share one result; none re-fires.
@@ -144,26 +127,24 @@ export class Dispatcher {
   readonly #store: OnceStore;
   readonly #registry: ToolRegistry;
   readonly #telemetry: Telemetry;
-  readonly #events: QueueEvents;
-  readonly #ownedConnection: Closable | undefined;
+  /** Waits that timed out, and the enqueues repeated after them, by tool. */
+  readonly #timeouts: Counter;
+  readonly #reenqueues: Counter;
+  readonly #events: JobEvents;
   readonly #defaults: Required<
     Pick<DispatcherOptions, "namespace" | "timeoutMs" | "retries" | "retryBackoffMs">
   >;
   readonly #jobOptions: JobsOptions;
   #closed: Promise<void> | undefined;
-  readonly #waiters = new Map<string, Set<(settled: Settled) => void>>();
   readonly #inFlight = new Map<
     string,
     { tool: string; fingerprint: string; result: Promise<CallResult<unknown>> }
   >();
 
-  private constructor(options: DispatcherOptions, events: QueueEvents, owned: Closable | undefined) {
+  private constructor(options: DispatcherOptions, events: JobEvents) {
     this.#queue = options.queue;
     this.#store = options.store;
-    this.#registry = new ToolRegistry(options.tools);
-    this.#telemetry = new Telemetry(options.telemetry);
     this.#events = events;
-    this.#ownedConnection = owned;
     this.#defaults = {
       namespace: validateKeyPart("namespace", options.namespace ?? DEFAULT_NAMESPACE),
       timeoutMs: options.timeoutMs ?? 30_000,
@@ -171,59 +152,48 @@ export class Dispatcher {
       retryBackoffMs: options.retryBackoffMs ?? 0,
     };
     this.#jobOptions = options.jobOptions ?? {};
-    // The same inputs as the worker side's check (call-processor.ts), so both compute the same window.
-    this.retryWindow = assertRetryWindow({
-      retentionMs: options.store.retentionMs,
+    // The dispatcher runs no flow, but it stands on the same engine: the same tool and lease checks, and the
+    // same terms as the workers' (call-processor.ts) with its own re-enqueues on top.
+    const engine = new Engine({
+      store: options.store,
       tools: options.tools,
-      attempts: options.jobOptions?.attempts,
-      backoff: options.jobOptions?.backoff,
       leaseMs: options.worker?.leaseMs,
-      lockDurationMs: options.worker?.lockDurationMs,
-      stalledIntervalMs: options.worker?.stalledIntervalMs,
-      dispatcher: {
-        retries: this.#defaults.retries,
-        timeoutMs: this.#defaults.timeoutMs,
-        backoffMs: this.#defaults.retryBackoffMs,
-      },
       resumeGapMs: options.resumeGapMs,
+      telemetry: options.telemetry,
+      retries: jobRetryTerms(
+        {
+          attempts: options.jobOptions?.attempts,
+          backoff: options.jobOptions?.backoff,
+          lockDurationMs: options.worker?.lockDurationMs,
+          stalledIntervalMs: options.worker?.stalledIntervalMs,
+        },
+        {
+          retries: this.#defaults.retries,
+          timeoutMs: this.#defaults.timeoutMs,
+          backoffMs: this.#defaults.retryBackoffMs,
+        },
+      ),
     });
-    events.on("completed", ({ jobId, returnvalue }) =>
-      this.#notify(jobId, { kind: "completed", value: returnvalue as CallOutcome }),
-    );
-    events.on("duplicated", ({ jobId }) => this.#notify(jobId, { kind: "duplicated" }));
-    events.on("failed", ({ jobId, failedReason }) =>
-      this.#notify(jobId, { kind: "failed", reason: failedReason }),
-    );
+    this.retryWindow = engine.retryWindow;
+    this.#registry = engine.registry;
+    this.#telemetry = engine.telemetry;
+    this.#timeouts = engine.telemetry.meter.createCounter(METRIC_DISPATCHER_TIMEOUTS, {
+      description: "Dispatcher waits that timed out, by tool",
+    });
+    this.#reenqueues = engine.telemetry.meter.createCounter(METRIC_DISPATCHER_REENQUEUES, {
+      description: "Enqueues repeated with the same key after a timeout, by tool",
+    });
   }
 
   /** Checks the retry window, then listens to the queue's events on a connection of its own. */
   static async create(options: DispatcherOptions): Promise<Dispatcher> {
-    const connection = options.queue.opts.connection as { duplicate?: () => Closable };
-    // QueueEvents blocks its connection: it needs one of its own.
-    const owned = typeof connection.duplicate === "function" ? connection.duplicate() : undefined;
-    // Read the queue's events from the last one there now, not from whenever the first blocking read goes
-    // out ("$"): an event between now and then — a `duplicated` that carries a conflict, a completion — would
-    // be missed, and this dispatcher would wait for an answer that already came.
-    // The queue's own backend (Redis, or BullMQ's PostgreSQL backend): its events are read the same way.
-    const events = new QueueEvents(
-      options.queue.name,
-      {
-        connection: (owned ?? connection) as never,
-        prefix: options.queue.opts.prefix,
-        ...(await lastEventId(options.queue)),
-      },
-      backendFactoryOf(options.queue) as undefined,
-    );
-    let dispatcher: Dispatcher;
+    const events = await JobEvents.open(options.queue);
     try {
-      dispatcher = new Dispatcher(options, events, owned);
-      await events.waitUntilReady();
+      return new Dispatcher(options, events);
     } catch (error) {
       await events.close();
-      await owned?.quit();
       throw error;
     }
-    return dispatcher;
   }
 
   /** Calls a tool through the queue; for effect tools the step's key makes every retry the same call. */
@@ -268,10 +238,7 @@ export class Dispatcher {
 
   /** Stops listening; safe to call twice. The queue is yours to close. */
   close(): Promise<void> {
-    this.#closed ??= (async () => {
-      await this.#events.close();
-      await this.#ownedConnection?.quit();
-    })();
+    this.#closed ??= this.#events.close();
     return this.#closed;
   }
 
@@ -312,19 +279,25 @@ export class Dispatcher {
     span: Span,
   ): Promise<CallResult<unknown>> {
     const { tool, key, jobId } = call;
-    const watch = this.#watch(jobId);
+    const watch = this.#events.watch(jobId);
     try {
       // Listening starts before the look-up, so a completion between the two is not missed. A record settled
       // before this call enqueued anything was settled by another call.
-      const stored = await this.#record(call);
+      const stored = await this.#record(call, (options as Partial<EffectCallOptions>).recorded);
       if (isSettled(stored)) {
         if (stored.state === "done") span.addEvent(EVENT_DEDUP_HIT, { [ATTR_ONCE_STORED_STATE]: "done" });
         return this.#settledBy(stored, call, "another call", 0);
       }
+      // Waiting for a person: no job can change that, so none is enqueued. Past its expiry the worker's claim
+      // fails it for good, and that answer is a job's to give.
+      const pending = pendingApproval(call, stored);
+      if (pending !== undefined && pending.expiresAt > Date.now()) throw pending;
+      // Its task was cancelled: every claim of the key is refused, so no job is enqueued for it.
+      if (stored?.state === "cancelled") throw cancelledCall(call, data, stored.cancellation);
       const { timeoutMs, retries, retryBackoffMs } = { ...this.#defaults, ...definedOnly(options) };
       for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
         if (enqueues > 1) {
-          this.#telemetry.reenqueues.add(1, { [ATTR_ONCE_TOOL]: tool.name });
+          this.#reenqueues.add(1, { [ATTR_ONCE_TOOL]: tool.name });
           if (retryBackoffMs > 0) await sleep(retryBackoffMs);
         }
         // While the job exists this is a no-op; if it was removed, a fresh job. The worker dedups either way.
@@ -337,7 +310,7 @@ export class Dispatcher {
           settled = await watch.next(deadline - Date.now());
         }
         if (settled?.kind === "completed") return await this.#fromOutcome(settled.value, call, enqueues);
-        if (settled?.kind === "failed") throw await this.#failure(call, settled.reason);
+        if (settled?.kind === "failed") throw await this.#failure(call, data, settled.reason);
         this.#timedOut(span, tool, enqueues, timeoutMs);
         // The job may have finished unseen (removed on completion): the record knows.
         const record = await this.#record(call);
@@ -360,7 +333,7 @@ export class Dispatcher {
     for (let enqueues = 1; enqueues <= retries + 1; enqueues++) {
       // An id of our own, so listening starts before the job exists and no completion goes unseen.
       const jobId = `call-${randomUUID()}`;
-      const watch = this.#watch(jobId);
+      const watch = this.#events.watch(jobId);
       try {
         await this.#enqueue(tool, data, jobId);
         const settled = await watch.next(timeoutMs);
@@ -436,13 +409,25 @@ export class Dispatcher {
 
   #timedOut(span: Span, tool: AnyTool, enqueues: number, timeoutMs: number): void {
     span.addEvent(EVENT_TIMEOUT, { [ATTR_ONCE_ENQUEUES]: enqueues, [ATTR_ONCE_TIMEOUT_MS]: timeoutMs });
-    this.#telemetry.timeouts.add(1, { [ATTR_ONCE_TOOL]: tool.name });
+    this.#timeouts.add(1, { [ATTR_ONCE_TOOL]: tool.name });
   }
 
-  /** The record of this call's key, if any. One with another fingerprint is another call's: a conflict. */
-  async #record(call: KeyedCall): Promise<OnceRecord | undefined> {
-    const record = await this.#store.get(call.key);
-    if (record && record.fingerprint !== call.fingerprint)
+  /** The cancellation of the call's task, as its store keeps it (a store that knows tasks). */
+  async #cancellationOf(data: CallData): Promise<Cancellation | undefined> {
+    if (!isTaskStore(this.#store) || data.taskId === undefined) return undefined;
+    const task = await this.#store.readTask({ namespace: data.namespace, taskId: data.taskId });
+    return task.cancellation;
+  }
+
+  /**
+   * The record of this call's key, if any (the one given, when it is `done`). One with another fingerprint is another call's: a conflict — unless
+   * it is `cancelled`, which answers every call of its key alike (a cancel's tombstone knows no call at all).
+   */
+  async #record(call: KeyedCall, recorded?: OnceRecord): Promise<OnceRecord | undefined> {
+    // A record the caller read before and found `done` is still what the store holds: a done record never changes.
+    const record =
+      recorded?.state === "done" && recorded.key === call.key ? recorded : await this.#store.get(call.key);
+    if (record && record.state !== "cancelled" && record.fingerprint !== call.fingerprint)
       throw new IdempotencyConflictError(call.key, call.tool.name, record.tool);
     return record;
   }
@@ -460,7 +445,7 @@ export class Dispatcher {
   }
 
   /** Turns a failed job into once's named error, reading the record for what the worker left. */
-  async #failure(call: KeyedCall, reason: string): Promise<Error> {
+  async #failure(call: KeyedCall, data: CallData, reason: string): Promise<Error> {
     const { key, tool } = call;
     const record = await this.#record(call);
     if (record?.state === "failed") {
@@ -470,6 +455,13 @@ export class Dispatcher {
         ? new ReplayedFailureError(key, stored)
         : new CallFailedError(key, tool.name, stored);
     }
+    const pending = pendingApproval(call, record);
+    if (pending !== undefined) return pending;
+    // The worker's claim was refused, or the cancel stopped the call before its effect: who, when and why are
+    // the record's, or the task's when the key has no record (a store refusing a claim need not keep one).
+    if (record?.state === "cancelled") return cancelledCall(call, data, record.cancellation);
+    if (failedErrorName(reason) === TaskCancelledError.name)
+      return cancelledCall(call, data, record?.cancellation ?? (await this.#cancellationOf(data)));
     if (record?.state === "unknown") {
       // The record says why in its own words; the worker's `failedReason` would repeat this error's message.
       const why = record.error;
@@ -483,40 +475,15 @@ export class Dispatcher {
     }
     return new JobFailedError(tool.name, call.jobId, reason);
   }
+}
 
-  #watch(jobId: string): { next(timeoutMs: number): Promise<Settled | undefined>; stop(): void } {
-    const queue: Settled[] = [];
-    let wake: (() => void) | undefined;
-    const listener = (settled: Settled) => {
-      queue.push(settled);
-      wake?.();
-    };
-    const listeners = this.#waiters.get(jobId) ?? new Set();
-    this.#waiters.set(jobId, listeners);
-    listeners.add(listener);
-    return {
-      next: async (timeoutMs) => {
-        if (queue.length === 0) {
-          let timer: NodeJS.Timeout | undefined;
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-            timer = setTimeout(resolve, timeoutMs);
-          });
-          clearTimeout(timer);
-          wake = undefined;
-        }
-        return queue.shift();
-      },
-      stop: () => {
-        listeners.delete(listener);
-        if (listeners.size === 0) this.#waiters.delete(jobId);
-      },
-    };
-  }
-
-  #notify(jobId: string, settled: Settled): void {
-    for (const listener of this.#waiters.get(jobId) ?? []) listener(settled);
-  }
+/** The answer to a call of a cancelled task. */
+function cancelledCall(
+  call: KeyedCall,
+  data: CallData,
+  cancellation: Cancellation | undefined,
+): TaskCancelledError {
+  return taskCancelled(call.key, data.taskId, cancellation);
 }
 
 /** The call whose enqueue created a job (so whose execution it ran), from the `callId` the job carries. */
@@ -531,46 +498,17 @@ function answer(call: KeyedCall, result: unknown, ranBy: Runner, enqueues: numbe
   return { result, replayed: ranBy === "another call", key: call.key, jobId: call.jobId, enqueues };
 }
 
+/** The pending answer of a record that waits for a person's decision, or undefined for any other record. */
+function pendingApproval(call: KeyedCall, record: OnceRecord | undefined): ApprovalPendingError | undefined {
+  if (record?.state !== "awaiting_approval" || record.approval === undefined) return undefined;
+  const { reason, requestedAt, expiresAt } = record.approval;
+  return new ApprovalPendingError(call.key, call.tool.name, reason, requestedAt, expiresAt);
+}
+
 type SettledRecord = OnceRecord & { state: "done" | "failed" };
 
 function isSettled(record: OnceRecord | undefined): record is SettledRecord {
   return record?.state === "done" || record?.state === "failed";
-}
-
-/** The factory the queue was built with (undefined: BullMQ's default, Redis). */
-function backendFactoryOf(queue: AnyQueue): BackendFactory | undefined {
-  return (queue as unknown as { backendFactory?: BackendFactory }).backendFactory;
-}
-
-/**
- * The id of the newest event of the queue: on Redis from its stream, read on the queue's own connection when
- * it is a client; on BullMQ's PostgreSQL backend from its event table, on the backend's pool.
- */
-async function lastEventId(queue: AnyQueue): Promise<{ lastEventId?: string }> {
-  const postgres = (queue.backend as { connection?: { pool?: unknown; schema?: unknown } } | undefined)
-    ?.connection;
-  if (postgres && typeof postgres.schema === "string" && isQueryable(postgres.pool)) {
-    await queue.waitUntilReady();
-    const { rows } = await postgres.pool.query<{ max: string }>(
-      `select coalesce(max(id), 0)::bigint as max from "${postgres.schema.replaceAll('"', '""')}".event where queue = $1`,
-      [queue.name],
-    );
-    return { lastEventId: String(rows[0]?.max ?? "0") };
-  }
-  const client = queue.opts.connection as {
-    xrevrange?: (key: string, end: string, start: string, count: "COUNT", n: number) => Promise<[string][]>;
-  };
-  if (typeof client.xrevrange !== "function") return {};
-  const [newest] = await client.xrevrange(queue.toKey("events"), "+", "-", "COUNT", 1);
-  return { lastEventId: newest?.[0] ?? "0-0" };
-}
-
-interface Queryable {
-  query<R>(text: string, values: unknown[]): Promise<{ rows: R[] }>;
-}
-
-function isQueryable(value: unknown): value is Queryable {
-  return typeof (value as Partial<Queryable> | undefined)?.query === "function";
 }
 
 function definedOnly<T extends object>(value: T): Partial<T> {

@@ -1,4 +1,4 @@
-import type { RetryWindow } from "@once/core";
+import type { RetryWindow } from "@once/engine";
 import {
   type BackendFactory,
   type ConnectionOptions,
@@ -20,9 +20,22 @@ export interface OnceWorkerOptions extends Omit<CallProcessorOptions, "worker"> 
   /** BullMQ's backend: `createPostgresBackend` (from `bullmq`) runs the queue on PostgreSQL. Default Redis. */
   backend?: BackendFactory<IQueueBackend, never>;
   concurrency?: number;
-  /** Any other BullMQ worker option (lockDuration, stalledInterval, prefix, …). */
+  /**
+   * Any other BullMQ worker option (prefix, …). `lockDuration` defaults to 3 s and `stalledInterval` to 1 s
+   * here (BullMQ's own are 30 s each): a job whose worker was killed goes back to the queue 2.5 s after the kill
+   * at the median, and its call, whose owner's liveness entry is gone by then, is reconciled at once by the next
+   * worker. The price: each worker renews its jobs' locks every 1.5 s and checks for stalled jobs every second
+   * (about 1.7 scripts a second per worker), and a worker whose event loop blocks for more than 1.5 s loses its
+   * jobs' locks: BullMQ hands them to another worker, whose claim finds the call in flight (no effect runs
+   * twice), and fails a job that stalls more than `maxStalledCount` times (BullMQ's default 1). Give both for
+   * BullMQ's behaviour.
+   */
   workerOptions?: Omit<WorkerOptions, "connection" | "concurrency">;
 }
+
+/** OnceWorker's `lockDuration` and `stalledInterval` when not given: see `workerOptions`. */
+const ONCE_WORKER_LOCK_DURATION_MS = 3_000;
+const ONCE_WORKER_STALLED_INTERVAL_MS = 1_000;
 
 /** What BullMQ's PostgreSQL backend connects with (its `PostgresConnectionOptions`). */
 type PostgresConnection = Parameters<typeof createPostgresBackend>[1]["connection"];
@@ -40,19 +53,20 @@ export class OnceWorker {
 
   /** Checks the retry window against the store's retention, then starts the worker. */
   static async create(options: OnceWorkerOptions): Promise<OnceWorker> {
+    const lockDuration = options.workerOptions?.lockDuration ?? ONCE_WORKER_LOCK_DURATION_MS;
+    const stalledInterval = options.workerOptions?.stalledInterval ?? ONCE_WORKER_STALLED_INTERVAL_MS;
     // The processor checks the retry window; this worker knows its own lock and stalled settings.
     const processor = createCallProcessor({
       ...options,
-      worker: {
-        lockDurationMs: options.workerOptions?.lockDuration,
-        stalledIntervalMs: options.workerOptions?.stalledInterval,
-      },
+      worker: { lockDurationMs: lockDuration, stalledIntervalMs: stalledInterval },
     });
     const worker = new Worker(
       options.queueName,
       processor,
       {
         ...options.workerOptions,
+        lockDuration,
+        stalledInterval,
         connection: options.connection as ConnectionOptions,
         concurrency: options.concurrency ?? 1,
       },

@@ -2,16 +2,13 @@
 // orchestrator meant it), the return value (a call's outcome), and a failure (a named error in BullMQ's
 // `failedReason`). The dispatcher writes and reads only through this module, and so does the worker.
 
-import {
-  type AnyTool,
-  InvalidJobDataError,
-  keyFromJobId,
-  OnceError,
-  ToolKindMismatchError,
-} from "@once/core";
+import { type AnyTool, OnceError } from "@once/core";
 import { describeIssues } from "@once/core/internal";
+import type { FlowOutcome } from "@once/engine";
 import { UnrecoverableError } from "bullmq";
 import { z } from "zod";
+import { InvalidJobDataError, ToolKindMismatchError } from "./errors.js";
+import { keyFromJobId } from "./job-id.js";
 
 /**
  * The version of the job-data shape. 2 added `kind` (what the orchestrator declared) and `callId`; a worker
@@ -48,14 +45,8 @@ const callSchema = z.discriminatedUnion("v", [
 /** One tool call as it travels in a BullMQ job. It never carries the key: the worker derives it. */
 export type CallData = z.infer<typeof callSchema>;
 
-/** What a worker returns for a call; BullMQ stores it as the job's return value. */
-export interface CallOutcome {
-  result: unknown;
-  /** `executed`: ran now; `replay`: answered from the store; `reconciled`: found out from the provider. */
-  outcome: "executed" | "replay" | "reconciled" | "direct";
-  fence?: number;
-  /** The fingerprint the result belongs to (effect calls): a caller with another input must not take it. */
-  fingerprint?: string;
+/** What a worker returns for a call, the engine's outcome and the job's call id; BullMQ stores it as the job's return value. */
+export interface CallOutcome extends FlowOutcome {
   /** The `callId` of the job that produced this outcome. */
   callId?: string;
 }

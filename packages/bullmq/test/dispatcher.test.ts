@@ -2,15 +2,14 @@ import {
   defineTool,
   deriveKey,
   InvalidInputError,
-  jobIdForKey,
   MissingStepIdentityError,
   OutcomeUnknownError,
-  RetryWindowError,
   UnknownToolError,
 } from "@once/core";
+import { RetryWindowError } from "@once/engine";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { Dispatcher } from "../src/index.js";
+import { Dispatcher, jobIdForKey } from "../src/index.js";
 import { type Harness, startHarness } from "./harness.js";
 
 /** What the outside world saw, per order: the provider this tool charges. */

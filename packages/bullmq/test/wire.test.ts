@@ -1,7 +1,6 @@
 import {
   CallFailedError,
   IdempotencyConflictError,
-  KeyMismatchError,
   OutcomeUnknownError,
   ReplayedFailureError,
 } from "@once/core";
@@ -9,6 +8,7 @@ import { cleanupPrefix, randomPrefix, redisUrl } from "@once/support";
 import { Queue, QueueEvents, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KeyMismatchError } from "../src/index.js";
 import {
   CALL_VERSION,
   type CallData,

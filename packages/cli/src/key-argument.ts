@@ -1,4 +1,6 @@
-import { deriveKey, InvalidKeyPartError, isKey, keyFromJobId } from "@once/core";
+// The job-id format alone: this subpath loads no BullMQ.
+import { keyFromJobId } from "@once/bullmq/job-id";
+import { deriveKey, InvalidKeyPartError, isKey } from "@once/core";
 import { UsageError } from "./errors.js";
 import type { ParsedOptions } from "./parse-command-line.js";
 

@@ -35,7 +35,11 @@ export const OPTIONS = {
     description: 'the PostgresStore\'s table prefix (default "")',
   },
 
-  task: { type: "string", value: "<taskId>", description: "the task id, to derive the key" },
+  task: {
+    type: "string",
+    value: "<taskId>",
+    description: "the task id, to derive the key (cancel: the task to cancel)",
+  },
   step: { type: "string", value: "<stepId>", description: "the step id, to derive the key" },
   namespace: {
     type: "string",
@@ -47,7 +51,8 @@ export const OPTIONS = {
     type: "string",
     multiple: true,
     value: "<state>",
-    description: "only records in this state (claimed, reconciling, released, done, failed, unknown)",
+    description:
+      "only records in this state (claimed, reconciling, released, done, failed, unknown, awaiting_approval, approved, cancelled)",
   },
   tool: { type: "string", multiple: true, value: "<name>", description: "only records of this tool" },
   "older-than": {
@@ -79,6 +84,12 @@ export const OPTIONS = {
   why: { type: "string", value: "<text>", description: "why: kept on the record (required)" },
   by: { type: "string", value: "<who>", description: "who decided (default: $USER@hostname)" },
   yes: { type: "boolean", short: "y", description: "do not ask for confirmation" },
+  fingerprint: {
+    type: "string",
+    value: "<hex>",
+    description:
+      "approve/deny: the call's fingerprint as you saw it (once inspect); refused if the record's differs",
+  },
   retention: {
     type: "string",
     value: "<duration>",
@@ -127,15 +138,22 @@ export const OPTIONS = {
     value: "<address>",
     description: "the address the console listens on (default 127.0.0.1: this machine only)",
   },
+  "allowed-hosts": {
+    type: "string",
+    multiple: true,
+    value: "<host,…>",
+    description:
+      "more hosts the console answers to, e.g. a proxy's ops.example.com (default: only the hosts it listens on)",
+  },
   "jaeger-url": {
     type: "string",
     value: "<url>",
-    description: "Jaeger's UI, e.g. http://localhost:16686: each record's trace links there",
+    description: "Jaeger's UI, e.g. http://localhost:16686: each record's trace links there (console, task)",
   },
   "allow-writes": {
     type: "boolean",
     description:
-      "let the console resolve unknown records (needs a token: ONCE_CONSOLE_TOKEN or --token-file)",
+      "let the console resolve, approve / deny and cancel tasks (needs a token: ONCE_CONSOLE_TOKEN or --token-file)",
   },
   "token-file": {
     type: "string",

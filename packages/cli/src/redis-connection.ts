@@ -2,6 +2,7 @@ import { Cluster, Redis } from "ioredis";
 import type { CliIo } from "./cli-io.js";
 import { CommandFailedError, UsageError } from "./errors.js";
 import type { ParsedOptions } from "./parse-command-line.js";
+import { REDIS_URL, storeUrlLabel } from "./store-url.js";
 
 export interface NodeAddress {
   host: string;
@@ -161,18 +162,7 @@ async function connect(client: Redis | Cluster): Promise<void> {
 }
 
 function standalone(url: string, source: string): RedisTarget {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new UsageError(`${source} ${JSON.stringify(url)} is not a URL: use redis://host:port`);
-  }
-  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-    throw new UsageError(`${source} ${JSON.stringify(url)} must start with redis:// or rediss://`);
-  }
-  // Never echo a password into a terminal or a CI log.
-  if (parsed.password !== "") parsed.password = "***";
-  return { cluster: false, url, label: parsed.toString() };
+  return { cluster: false, url, label: storeUrlLabel(url, source, REDIS_URL) };
 }
 
 function clusterOf(value: string, source: string): RedisTarget {

@@ -1,14 +1,16 @@
 import { readFileSync } from "node:fs";
-import { StoreUnavailableError } from "@once/core";
+import { RecordLayoutError, StoreUnavailableError } from "@once/core";
 import type { CliIo } from "./cli-io.js";
 import type { Command } from "./command.js";
 import { auditCommand } from "./commands/audit.js";
 import { consoleCommand } from "./commands/console.js";
+import { approveCommand, denyCommand } from "./commands/decide.js";
 import { doctorCommand } from "./commands/doctor.js";
 import { inspectCommand } from "./commands/inspect.js";
 import { listCommand } from "./commands/list.js";
 import { resolveCommand } from "./commands/resolve.js";
 import { statsCommand } from "./commands/stats.js";
+import { cancelCommand, taskCommand } from "./commands/task.js";
 import { CommandFailedError, UsageError } from "./errors.js";
 import { ExitCode } from "./exit-code.js";
 import { GLOBAL_OPTIONS, OPTIONS, type OptionName } from "./options.js";
@@ -18,11 +20,18 @@ const COMMANDS: readonly Command[] = [
   inspectCommand,
   listCommand,
   resolveCommand,
+  approveCommand,
+  denyCommand,
+  taskCommand,
+  cancelCommand,
   auditCommand,
   doctorCommand,
   statsCommand,
   consoleCommand,
 ];
+
+/** The commands that take an argument: a record's key (or --task and --step), or `task`'s task id. */
+const TAKES_KEY = new Set(["inspect", "resolve", "approve", "deny", "task"]);
 
 /**
  * Runs one `once` command line and resolves with its exit code: 0 ok, 1 a problem found (or a refusal),
@@ -55,7 +64,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       io.stdout.write(commandHelp(command));
       return ExitCode.ok;
     }
-    if (command.name !== "inspect" && command.name !== "resolve" && parsed.positionals.length > 0) {
+    if (!TAKES_KEY.has(command.name) && parsed.positionals.length > 0) {
       throw new UsageError(
         `\`once ${command.name}\` takes no arguments, got ${parsed.positionals.join(" ")}`,
       );
@@ -79,6 +88,11 @@ function report(error: unknown, command: Command | undefined, io: CliIo): number
   if (error instanceof StoreUnavailableError) {
     const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
     io.stderr.write(`once: ${error.message}${cause}\n`);
+    return ExitCode.problem;
+  }
+  // A record a newer build wrote: the operator's way forward is an upgrade, which the message names.
+  if (error instanceof RecordLayoutError) {
+    io.stderr.write(`once: ${error.message}\n`);
     return ExitCode.problem;
   }
   const message = error instanceof Error ? (error.stack ?? error.message) : String(error);

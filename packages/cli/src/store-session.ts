@@ -6,6 +6,7 @@ import type { CliIo } from "./cli-io.js";
 import { CommandFailedError, UsageError } from "./errors.js";
 import type { ParsedOptions } from "./parse-command-line.js";
 import { assertNotClusterNode, redisTarget, storePrefix, withRedis } from "./redis-connection.js";
+import { POSTGRES_URL, storeUrlLabel } from "./store-url.js";
 
 /**
  * The store a command reads and resolves through, on Redis or on PostgreSQL: the OperatorStore, with where
@@ -90,17 +91,7 @@ export async function openPostgres(
   options: ParsedOptions,
 ): Promise<{ session: StoreSession; close: () => Promise<void> }> {
   const url = options.string("postgres-url") as string;
-  let label: string;
-  try {
-    const parsed = new URL(url);
-    if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") throw new Error("protocol");
-    if (parsed.password !== "") parsed.password = "***";
-    label = parsed.toString();
-  } catch {
-    throw new UsageError(
-      `--postgres-url ${JSON.stringify(url)} is not a PostgreSQL URL: use postgres://user@host:5432/database`,
-    );
-  }
+  const label = storeUrlLabel(url, "--postgres-url", POSTGRES_URL);
   const schema = options.string("schema") ?? "once";
   const tablePrefix = options.string("table-prefix") ?? "";
   const pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 5_000 });

@@ -1,6 +1,6 @@
 // audit against fixture modules: one with something of everything it flags, one clean.
 
-import { retryWindow } from "@once/core";
+import { jobRetryWindow } from "@once/bullmq/retry-window";
 import { describe, expect, it } from "vitest";
 import { jsonOf, runOnce } from "./run-once.js";
 
@@ -102,8 +102,7 @@ describe.concurrent("audit", () => {
       ...["--retention", "1h", "--json"],
     ]);
     expect(run.code).toBe(0);
-    const expected = retryWindow({
-      retentionMs: 3_600_000,
+    const expected = jobRetryWindow({
       attempts: 3,
       backoff: 10_000,
       leaseMs: 45_000,

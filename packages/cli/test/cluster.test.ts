@@ -87,11 +87,11 @@ describe("on a Redis Cluster", () => {
   });
 
   it("resolve refuses a record that is not unknown and leaves it as it was", async () => {
-    const before = await cluster.hgetall(store.prefix + keys.done);
+    const before = await cluster.getBuffer(store.prefix + keys.done);
     const run = await runOnce(["resolve", keys.done, "--not-applied", "--why", "w", "--yes", ...on()]);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain("refused: the record is done, not unknown");
-    expect(await cluster.hgetall(store.prefix + keys.done)).toEqual(before);
+    expect(await cluster.getBuffer(store.prefix + keys.done)).toEqual(before);
   });
 
   it("resolve --yes resolves an unknown record: done, fence + 1, who and why kept", async () => {

@@ -2,7 +2,7 @@
 // store's own transitions, in a schema of this file's own.
 
 import type { RecordState } from "@once/core";
-import { PostgresStore } from "@once/postgres";
+import { PostgresStore, SCHEMA_VERSION } from "@once/postgres";
 import { postgresUrl, randomSchema } from "@once/support";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -66,6 +66,9 @@ describe("once against a PostgresStore", () => {
       done: 1,
       failed: 1,
       unknown: 1,
+      awaiting_approval: 0,
+      approved: 0,
+      cancelled: 0,
     });
   });
 
@@ -108,7 +111,9 @@ describe("once against a PostgresStore", () => {
     const run = await runOnce(["doctor", ...on()]);
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/^version +ok +PostgreSQL 1\d/m);
-    expect(run.stdout).toMatch(/^schema +ok +schema once_test_cli_\w+ at version 1$/m);
+    expect(run.stdout).toMatch(
+      new RegExp(`^schema +ok +schema once_test_cli_\\w+ at version ${SCHEMA_VERSION}$`, "m"),
+    );
     expect(run.stdout).toContain("Not checked (cannot be seen from a connection):");
     const json = jsonOf<{ ok: boolean; findings: { check: string }[] }>(
       await runOnce(["doctor", "--json", ...on()]),

@@ -1,5 +1,6 @@
 // Runs the built `once` binary (dist/main.js) as a child process, the way an operator or CI runs it.
 
+import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type CommandRun, runCommand } from "@once/support";
@@ -42,4 +43,26 @@ export function jsonOf<T = Record<string, unknown>>(run: OnceRun): T {
   } catch {
     throw new Error(`stdout is not JSON (exit ${run.code}):\n${run.stdout}\nstderr:\n${run.stderr}`);
   }
+}
+
+/** Runs the binary under `script(1)`, so its stdin is a terminal; `input` is typed into it. */
+export function runOnceInTerminal(
+  args: string[],
+  input: string,
+): Promise<{ code: number | null; output: string }> {
+  const quoted = [process.execPath, BINARY, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  return new Promise((resolve, reject) => {
+    const child = spawn("script", ["-qec", quoted, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8");
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8");
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, output }));
+    // Typed once the prompt is up; typing earlier would be read anyway, but this is what a person does.
+    setTimeout(() => child.stdin.end(input), 1_500);
+  });
 }

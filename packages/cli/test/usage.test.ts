@@ -94,6 +94,16 @@ const cases: [string, string[], RegExp, Record<string, string>?][] = [
     ["list", "--redis-url", "localhost:6379"],
     /must start with redis:\/\/ or rediss:\/\//,
   ],
+  [
+    "a PostgreSQL URL that is not one, to doctor as to every command",
+    ["doctor", "--postgres-url", "mysql://once@db:3306/app"],
+    /--postgres-url "mysql:\/\/once@db:3306\/app" must start with postgres:\/\/ or postgresql:\/\//,
+  ],
+  [
+    "a PostgreSQL URL that does not parse",
+    ["list", "--postgres-url", "postgres://once@[db/app"],
+    /--postgres-url "postgres:\/\/once@\[db\/app" is not a URL: use postgres:\/\/user@host:5432\/database/,
+  ],
   ["a cluster node without a port", ["list", "--cluster", "127.0.0.1"], /"127.0.0.1" is not host:port/],
   [
     "both environment variables",
@@ -154,6 +164,16 @@ const cases: [string, string[], RegExp, Record<string, string>?][] = [
     "console with a Jaeger URL that is not http",
     ["console", "--jaeger-url", "javascript:alert(1)"],
     /--jaeger-url "javascript:alert\(1\)" must be an http:\/\/ or https:\/\/ URL/,
+  ],
+  [
+    "console with a Jaeger URL that does not parse",
+    ["console", "--jaeger-url", "http://[::1"],
+    /--jaeger-url "http:\/\/\[::1" must be an http:\/\/ or https:\/\/ URL/,
+  ],
+  [
+    "console with an allowed host that is not a host",
+    ["console", "--allowed-hosts", "ops.example.com,https://ops.example.com"],
+    /--allowed-hosts: "https:\/\/ops\.example\.com" is not a host: give a name or an address/,
   ],
   ["arguments to console", ["console", "extra"], /`once console` takes no arguments/],
   ["help about an unknown command", ["help", "frobnicate"], /unknown command "frobnicate"/],
@@ -228,6 +248,20 @@ describe("a Redis that does not answer", () => {
     const run = await runOnce(["list", "--redis-url", NOWHERE]);
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
+  });
+
+  it("never prints the password of a URL it refuses", async () => {
+    for (const args of [
+      ["doctor", "--postgres-url", "mysql://once:s3cret@db/app"],
+      ["list", "--postgres-url", "postgres://once:s3cret@[db/app"],
+      ["list", "--redis-url", "http://:s3cret@127.0.0.1:1"],
+      ["list", "--redis-url", "redis://:s3cret@[127.0.0.1"],
+    ]) {
+      const run = await runOnce(args);
+      expect(run.code, args.join(" ")).toBe(2);
+      expect(run.stderr).toContain(":***@");
+      expect(run.stderr).not.toContain("s3cret");
+    }
   });
 
   it("never prints the password of the URL", async () => {

@@ -23,7 +23,17 @@ export function toNodeListener(
 
 async function serve(handler: ConsoleHandler, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const protocol = (req.socket as TLSSocket).encrypted ? "https" : "http";
-  const url = new URL(req.url ?? "/", `${protocol}://${req.headers.host ?? "localhost"}`);
+  let url: URL;
+  try {
+    url = new URL(req.url ?? "/", `${protocol}://${req.headers.host ?? "localhost"}`);
+  } catch {
+    // No URL can be made of this Host (a space, a stray character): bad input, answered as such, not a 500.
+    res.writeHead(400, { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff" });
+    res.end(
+      `Bad request: the Host header ${JSON.stringify(req.headers.host?.slice(0, 200))} is not a host.\n`,
+    );
+    return;
+  }
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;

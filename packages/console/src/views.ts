@@ -1,9 +1,13 @@
 import {
+  type ApprovalDecision,
+  type Cancellation,
   type OnceRecord,
   RECORD_STATES,
   type RecordCounts,
   type RecordPage,
   type RecordState,
+  type TaskIdentity,
+  type TaskRecords,
 } from "@once/core";
 import {
   ago,
@@ -56,6 +60,12 @@ export interface ResolveForm {
   why?: string;
 }
 
+/** What a person typed into an approve / deny form, kept when the page comes back with a problem. */
+export interface DecideForm {
+  by: string;
+  why: string;
+}
+
 export function layout(ctx: PageContext, page: { title: string; body: Html; banner?: Html }): Html {
   const { base } = ctx;
   const mode =
@@ -80,7 +90,7 @@ export function layout(ctx: PageContext, page: { title: string; body: Html; bann
 <body data-refresh-ms="${ctx.refreshMs}">
 <header>
 <a class="brand" href="${base}/">once</a>
-<nav><a href="${base}/">Overview</a><a href="${base}/records">Records</a><a href="${base}/records?state=unknown">Unknown</a><a href="${base}/records?state=claimed&amp;state=reconciling">In flight</a></nav>
+<nav><a href="${base}/">Overview</a><a href="${base}/records">Records</a><a href="${base}/records?state=unknown">Unknown</a><a href="${base}/records?state=claimed&amp;state=reconciling">In flight</a><a href="${base}/approvals">Waiting for approval</a></nav>
 <span class="store" title="the store">${ctx.storeLabel}</span>
 ${mode}
 </header>
@@ -239,6 +249,7 @@ export interface RecordView {
   /** A note at the top: what just happened. */
   flash?: { kind: "ok" | "refused" | "problem"; text: string };
   form?: ResolveForm;
+  decideForm?: DecideForm;
 }
 
 export function recordBody(ctx: PageContext, view: RecordView, live: Html): Html {
@@ -248,7 +259,15 @@ export function recordBody(ctx: PageContext, view: RecordView, live: Html): Html
   return html`<h1>Record <code class="key">${view.key}</code></h1>
 ${flash}
 <div id="live" data-live="${ctx.base}/records/${view.key}?live=1">${live}</div>
-${record?.state === "unknown" ? resolveSection(ctx, view.key, record, view.form ?? {}) : ""}`;
+${record?.state === "unknown" ? resolveSection(ctx, view.key, record, view.form ?? {}) : ""}${
+  record?.state === "awaiting_approval" &&
+  record.approval !== undefined &&
+  record.approval.expiresAt > view.now
+    ? html`<section class="decide"><h2>Decide this approval request</h2>
+<p>Approving lets the next attempt run the effect, once; denying fails the call for good. The decision is fenced on fence ${record.fence} and bound to the fingerprint shown: if the record moves on meanwhile, it is refused and nothing changes.</p>
+${decideForm(ctx, record, `${ctx.base}/records/${view.key}`, view.decideForm)}</section>`
+    : ""
+}`;
 }
 
 export function recordLive(ctx: PageContext, key: string, record: OnceRecord | undefined, now: number): Html {
@@ -275,6 +294,16 @@ export function recordLive(ctx: PageContext, key: string, record: OnceRecord | u
   if (r.trace !== undefined) rows.push(["trace", trace(ctx, r.trace)]);
   if (r.result !== undefined) rows.push(["result", html`<pre class="value">${prettyJson(r.result)}</pre>`]);
   if (r.error !== undefined) rows.push(["error", html`<pre class="value">${errorText(r.error)}</pre>`]);
+  if (r.approval !== undefined) {
+    const a = r.approval;
+    rows.push([
+      "approval",
+      html`asked ${when(a.requestedAt, now)}: <q>${a.reason}</q>; ${expiry(a.expiresAt, now)}`,
+    ]);
+    if (a.decision !== undefined) rows.push(["decision", decisionText(a.decision, now)]);
+  }
+  if (r.task !== undefined) rows.push(["task", taskLink(ctx, r.task)]);
+  if (r.cancellation !== undefined) rows.push(["cancellation", cancellationText(r.cancellation, now)]);
   if (r.resolution !== undefined) {
     const res = r.resolution;
     rows.push([
@@ -327,6 +356,193 @@ ${
 </form></section>`;
 }
 
+// --- waiting for approval -----------------------------------------------------------------------------------
+
+export function approvalsBody(
+  ctx: PageContext,
+  live: Html,
+  cursor: string | undefined,
+  flash: RecordView["flash"] | undefined,
+): Html {
+  const search = cursor === undefined ? "?live=1" : `?cursor=${encodeURIComponent(cursor)}&live=1`;
+  return html`<h1>Waiting for approval</h1>
+${flash === undefined ? "" : html`<p class="flash flash-${flash.kind}">${flash.text}</p>`}
+<p class="note">Calls whose tool's policy asked a person first: nothing of them ran. Each waits until it is approved (its next attempt runs the effect, once), denied (it fails for good) or its request expires.</p>
+<div id="live" data-live="${ctx.base}/approvals${search}">${live}</div>`;
+}
+
+export function approvalsLive(ctx: PageContext, page: RecordPage, cursor: string | undefined): Html {
+  const { base } = ctx;
+  const records = [...page.records].sort(
+    (a, b) => (a.approval?.requestedAt ?? a.updatedAt) - (b.approval?.requestedAt ?? b.updatedAt),
+  );
+  const rows = records.map((r) => {
+    const a = r.approval;
+    return html`<tr data-key="${r.key}">
+<td class="key"><a href="${base}/records/${r.key}" title="${r.key}">${r.key.slice(0, 12)}…</a>${r.task === undefined ? "" : html`<br>${taskLink(ctx, r.task)}`}</td>
+<td>${r.tool}</td>
+<td class="reason">${a?.reason ?? "-"}</td>
+<td>${a === undefined ? "-" : html`<time datetime="${new Date(a.requestedAt).toISOString()}">${ago(a.requestedAt, page.now)}</time>`}</td>
+<td>${a === undefined ? "-" : expiry(a.expiresAt, page.now)}</td>
+<td><code class="fingerprint" title="${r.fingerprint}">${r.fingerprint.slice(0, 16)}${r.fingerprint.length > 16 ? "…" : ""}</code></td>
+<td>${r.trace === undefined ? "-" : traceLink(ctx, r.trace)}</td>
+<td class="decide">${a !== undefined && a.expiresAt > page.now ? decideForm(ctx, r, `${base}/approvals`) : "-"}</td>
+</tr>`;
+  });
+  const more =
+    page.cursor === undefined ? undefined : `${base}/approvals?cursor=${encodeURIComponent(page.cursor)}`;
+  return html`${
+    records.length === 0
+      ? html`<p class="empty">No call is waiting for approval${cursor === undefined ? "" : " on this page"}.</p>`
+      : html`<table class="records approvals">
+<thead><tr><th>key</th><th>tool</th><th>reason</th><th>requested</th><th>expires</th><th>fingerprint</th><th>trace</th><th>decision</th></tr></thead>
+<tbody>${rows}</tbody>
+</table>`
+  }
+<p class="note">${records.length} waiting, oldest request first, from ${page.examined} key${page.examined === 1 ? "" : "s"} looked at${page.cursor === undefined ? "." : "; there are more keys."} While you type in a form, this list stops refreshing.</p>
+<p class="pages">${cursor === undefined ? "" : html`<a href="${base}/approvals">« first page</a>`}${
+    more === undefined ? "" : html`<a href="${more}" rel="next">next page »</a>`
+  }</p>`;
+}
+
+/**
+ * The approve / deny form of one pending request, or what to do instead when this person may not decide here.
+ * It carries the fence and the fingerprint shown, so the decision is about this call as it was seen.
+ */
+export function decideForm(ctx: PageContext, record: OnceRecord, back: string, form?: DecideForm): Html {
+  const { base } = ctx;
+  if (ctx.writes.can !== true) {
+    const on = ctx.commandOptions === undefined ? "" : ` ${ctx.commandOptions}`;
+    const why =
+      ctx.writes.why === "login"
+        ? html`<a href="${base}/login?next=${encodeURIComponent(back)}">Log in</a> to decide here, or:`
+        : ctx.writes.why === "forbidden"
+          ? html`You may not decide here; with access to the store:`
+          : html`Read-only; with access to the store:`;
+    return html`<div class="decide-elsewhere">${why}<pre class="value">once approve ${record.key}${on} --fingerprint ${record.fingerprint} --why '…'
+once deny ${record.key}${on} --fingerprint ${record.fingerprint} --why '…'</pre></div>`;
+  }
+  return html`<form method="post" action="${base}/records/${record.key}/decide" class="decide">
+<input type="hidden" name="csrf" value="${ctx.csrf}">
+<input type="hidden" name="fence" value="${record.fence}">
+<input type="hidden" name="fingerprint" value="${record.fingerprint}">
+<input type="hidden" name="back" value="${back}">
+${
+  ctx.writes.user === undefined
+    ? html`<label>who decides <input type="text" name="by" value="${form?.by ?? ""}" required placeholder="your name"></label>`
+    : html`<span>decided by <strong>${ctx.writes.user}</strong></span>`
+}
+<label>why <input type="text" name="why" value="${form?.why ?? ""}" required placeholder="kept on the record"></label>
+<button type="submit" name="decision" value="approve" class="approve">Approve</button>
+<button type="submit" name="decision" value="deny" class="deny">Deny</button>
+</form>`;
+}
+
+// --- one task ----------------------------------------------------------------------------------------------
+
+export interface TaskView {
+  ref: { namespace: string; taskId: string };
+  /** The task as read, when the store answered. */
+  task: TaskRecords | undefined;
+  flash?: { kind: "ok" | "refused" | "problem"; text: string };
+  cancelForm?: DecideForm;
+}
+
+export function taskBody(ctx: PageContext, view: TaskView, live: Html): Html {
+  const { ref } = view;
+  const flash =
+    view.flash === undefined ? "" : html`<p class="flash flash-${view.flash.kind}">${view.flash.text}</p>`;
+  const path = taskPath(ctx, ref);
+  return html`<h1>Task <code>${ref.taskId}</code>${ref.namespace === "default" ? "" : html` <span class="step">namespace ${ref.namespace}</span>`}</h1>
+${flash}
+<div id="live" data-live="${path}?live=1">${live}</div>
+${view.task !== undefined && view.task.cancellation === undefined ? cancelSection(ctx, view) : ""}`;
+}
+
+export function taskLive(ctx: PageContext, task: TaskRecords, now: number): Html {
+  const { base } = ctx;
+  const status =
+    task.cancellation === undefined
+      ? html`<p class="task-status">Not cancelled.</p>`
+      : html`<p class="task-status cancelled"><span class="state state-cancelled">cancelled</span> ${cancellationText(task.cancellation, now)}</p>`;
+  if (task.records.length === 0)
+    return html`${status}<p class="empty">No call is filed under this task${
+      task.cancellation === undefined
+        ? " (never claimed with it, or expired after its retention)"
+        : ": each that comes is answered cancelled"
+    }.</p>`;
+  const rows = task.records.map(
+    (r, i) => html`<tr data-key="${r.key}">
+<td class="num">${i + 1}</td>
+<td>${r.task?.stepId ?? "-"}</td>
+<td>${stateBadge(r.state)}</td>
+<td>${r.tool}</td>
+<td class="outcome">${callOutcome(r)}</td>
+<td class="approval">${approvalCell(ctx, r, now, taskPath(ctx, task))}</td>
+<td>${r.trace === undefined ? "-" : traceLink(ctx, r.trace)}</td>
+<td class="key"><a href="${base}/records/${r.key}" title="${r.key}">${r.key.slice(0, 12)}…</a></td>
+</tr>`,
+  );
+  return html`${status}
+<table class="records task">
+<thead><tr><th class="num">#</th><th>step</th><th>state</th><th>tool</th><th>outcome</th><th>approval</th><th>trace</th><th>key</th></tr></thead>
+<tbody>${rows}</tbody>
+</table>
+<p class="note">${task.records.length} call${task.records.length === 1 ? "" : "s"}, in the order of their first claim.</p>`;
+}
+
+/** What the call came to: its result, its error, or what it waits for. */
+function callOutcome(record: OnceRecord): Html | string {
+  if (record.state === "done") return record.result === undefined ? "-" : html`<code>${record.result}</code>`;
+  if (record.error !== undefined) return errorText(record.error);
+  if (record.state === "cancelled") return "never ran";
+  if (record.state === "awaiting_approval") return "waits for a person";
+  // Its effect may have been under way when the task was cancelled: its owner was told to stop.
+  if (record.cancellation !== undefined) return "told to stop (task cancelled)";
+  return "-";
+}
+
+/** The approval request and its decision, with the form while it waits. */
+function approvalCell(ctx: PageContext, record: OnceRecord, now: number, back: string): Html | string {
+  const a = record.approval;
+  if (a === undefined) return "-";
+  const asked = html`asked: <q>${a.reason}</q>`;
+  if (a.decision !== undefined) return html`${asked}<br>${decisionText(a.decision, now)}`;
+  if (record.state !== "awaiting_approval") return asked;
+  return html`${asked}; ${expiry(a.expiresAt, now)}${a.expiresAt > now ? decideForm(ctx, record, back) : ""}`;
+}
+
+function cancelSection(ctx: PageContext, view: TaskView): Html {
+  const { base } = ctx;
+  const path = taskPath(ctx, view.ref);
+  const heading = html`<h2>Cancel this task</h2>
+<p>After the cancel returns no effect of this task starts: calls that have not started their effect (waiting for approval, approved, released, not yet claimed) never run and are answered cancelled; a call whose effect may be under way is told to stop at its next heartbeat and settles as usual. Done and failed calls are left as they are. A task is cancelled once.</p>`;
+  if (ctx.writes.can !== true) {
+    const on = ctx.commandOptions === undefined ? "" : ` ${ctx.commandOptions}`;
+    const ns = view.ref.namespace === "default" ? "" : ` --namespace ${view.ref.namespace}`;
+    const why =
+      ctx.writes.why === "login"
+        ? html`<a href="${base}/login?next=${encodeURIComponent(path)}">Log in</a> with the console's token to cancel it here, or use the command line:`
+        : ctx.writes.why === "forbidden"
+          ? html`You may not cancel tasks here. With access to the store, use the command line:`
+          : html`This console is read-only. With access to the store, use the command line:`;
+    return html`<section class="cancel">${heading}<p>${why}</p>
+<pre class="value">once cancel --task ${view.ref.taskId}${ns}${on} --why '…'</pre></section>`;
+  }
+  const form = view.cancelForm;
+  return html`<section class="cancel">${heading}
+<form method="post" action="${path}/cancel" class="cancel">
+<input type="hidden" name="csrf" value="${ctx.csrf}">
+${
+  ctx.writes.user === undefined
+    ? html`<label>who cancels <input type="text" name="by" value="${form?.by ?? ""}" required placeholder="your name"></label>`
+    : html`<span>cancelled by <strong>${ctx.writes.user}</strong></span>`
+}
+<label>why <input type="text" name="why" value="${form?.why ?? ""}" required placeholder="kept with the task" size="40"></label>
+<button type="submit" class="cancel">Cancel the task</button>
+</form></section>`;
+}
+
 // --- small pieces ------------------------------------------------------------------------------------------
 
 export function loginBody(ctx: PageContext, next: string, problem?: string): Html {
@@ -359,6 +575,39 @@ function lease(record: OnceRecord, now: number): Html | string {
 
 function when(at: number, now: number): Html {
   return html`<time datetime="${new Date(at).toISOString()}">${new Date(at).toISOString()}</time> (${ago(at, now)})`;
+}
+
+function expiry(expiresAt: number, now: number): Html {
+  const left = expiresAt - now;
+  return html`<time datetime="${new Date(expiresAt).toISOString()}" class="${left <= 0 ? "expired" : ""}">${
+    left > 0 ? `expires in ${formatDuration(left)}` : `expired ${formatDuration(-left)} ago`
+  }</time>`;
+}
+
+function decisionText(decision: ApprovalDecision, now: number): Html {
+  if (decision.as === "expired")
+    return html`<strong>expired</strong> with no decision, noticed ${when(decision.at, now)}`;
+  return html`<strong>${decision.as}</strong> by <strong>${decision.by}</strong>, ${when(decision.at, now)}${decision.why === "" ? "" : html`: <q>${decision.why}</q>`}`;
+}
+
+export function cancellationText(cancellation: Cancellation, now: number): Html {
+  return html`cancelled by <strong>${cancellation.by}</strong>, ${when(cancellation.at, now)}${cancellation.why === "" ? "" : html`: <q>${cancellation.why}</q>`}`;
+}
+
+/** The path of a task's page. */
+export function taskPath(ctx: PageContext, task: { namespace: string; taskId: string }): string {
+  return `${ctx.base}/tasks/${encodeURIComponent(task.namespace)}/${encodeURIComponent(task.taskId)}`;
+}
+
+function taskLink(ctx: PageContext, task: TaskIdentity): Html {
+  return html`<a class="task" href="${taskPath(ctx, task)}">task ${task.taskId}</a> <span class="step">(${task.namespace === "default" ? "" : `namespace ${task.namespace}, `}step ${task.stepId})</span>`;
+}
+
+/** A trace id's link to Jaeger, or the traceparent as it is. */
+function traceLink(ctx: PageContext, traceparent: string): Html {
+  const id = traceIdOf(traceparent);
+  if (id === undefined || ctx.jaegerUrl === undefined) return html`<code>${traceparent.slice(3, 19)}…</code>`;
+  return html`<a class="trace" href="${ctx.jaegerUrl}/trace/${id}" target="_blank" rel="noopener noreferrer">${id.slice(0, 8)}…</a>`;
 }
 
 function trace(ctx: PageContext, traceparent: string): Html {

@@ -20,8 +20,11 @@ const FLAGS = [
 ];
 
 export interface Browser {
-  /** A browser profile of its own: its own cookies, so its own login. */
-  context(): Promise<BrowserContext>;
+  /**
+   * A browser profile of its own: its own cookies, so its own login. `resolve` maps names to addresses in
+   * that browser alone (Chromium's host resolver rules), the way DNS would: `{ "evil.example": "127.0.0.1" }`.
+   */
+  context(options?: { resolve?: Record<string, string> }): Promise<BrowserContext>;
   close(): Promise<void>;
 }
 
@@ -29,12 +32,13 @@ export interface Browser {
 export function launchBrowser(): Browser {
   const contexts: { context: BrowserContext; dir: string }[] = [];
   return {
-    async context() {
+    async context(options = {}) {
+      const rules = Object.entries(options.resolve ?? {}).map(([name, address]) => `MAP ${name} ${address}`);
       const dir = mkdtempSync(path.join(os.tmpdir(), "once-console-chromium-"));
       const context = await chromium.launchPersistentContext(dir, {
         executablePath: CHROMIUM,
         headless: true,
-        args: FLAGS,
+        args: rules.length === 0 ? FLAGS : [...FLAGS, `--host-resolver-rules=${rules.join(", ")}`],
         viewport: { width: 1280, height: 800 },
       });
       contexts.push({ context, dir });

@@ -8,23 +8,32 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { InProcess } from "@once/bullmq";
 import { defineTool, effectKey, OutcomeUnknownError } from "@once/core";
+import { InProcess } from "@once/engine";
 import { RedisOperatorStore, RedisStore } from "@once/redis";
-import { NodeChild, type RedisServerHandle, startRedisServer, stopAllRedisServers } from "@once/support";
+import {
+  NodeChild,
+  type RedisServerHandle,
+  rawRequest,
+  startRedisServer,
+  stopAllRedisServers,
+} from "@once/support";
 import { Redis } from "ioredis";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createConsole, toNodeListener } from "../src/index.js";
 import { type Browser, launchBrowser } from "./browser.js";
+
 import {
   randomTraceparent,
+  seedAwaitingApproval,
   seedClaimed,
   seedDone,
   seedFailed,
   seedReconciling,
   seedReleased,
+  seedTask,
   seedUnknown,
 } from "./seed.js";
 
@@ -77,8 +86,8 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 }
 
-/** Starts the built `once console` and resolves with the URL it printed. */
-async function startConsole(): Promise<{ child: NodeChild; url: string }> {
+/** Starts the built `once console` (with `extraArgs`) and resolves with the URL it printed. */
+async function startConsole(extraArgs: string[] = []): Promise<{ child: NodeChild; url: string }> {
   let announced: (url: string) => void = () => {};
   const printed = new Promise<string>((resolve) => {
     announced = resolve;
@@ -90,6 +99,7 @@ async function startConsole(): Promise<{ child: NodeChild; url: string }> {
       "console",
       ...["--port", "0", "--redis-url", server.url, "--prefix", PREFIX],
       ...["--allow-writes", "--jaeger-url", JAEGER, "--refresh", "500ms"],
+      ...extraArgs,
     ],
     env: { ...process.env, ONCE_CONSOLE_TOKEN: TOKEN },
     onOutput: (line) => {
@@ -172,8 +182,19 @@ describe("the console in Chromium", () => {
     expect(await page.locator(".card-done .count").textContent()).toBe("13");
     expect(await page.locator("header .store").textContent()).toBe(`${server.url}, prefix "once:"`);
     const chargeRow = page.locator("table.counts tr", { hasText: "charge_card" });
-    // total, then claimed reconciling released done failed unknown
-    expect(await chargeRow.locator("td.num").allTextContents()).toEqual(["8", "0", "0", "0", "6", "1", "1"]);
+    // total, then claimed reconciling released done failed unknown awaiting_approval approved cancelled
+    expect(await chargeRow.locator("td.num").allTextContents()).toEqual([
+      "8",
+      "0",
+      "0",
+      "0",
+      "6",
+      "1",
+      "1",
+      "0",
+      "0",
+      "0",
+    ]);
     await expect.poll(() => page.locator("ul.attention").textContent()).toContain("2 unknown");
     await shot(page, "console-overview");
     await page.close();
@@ -343,6 +364,74 @@ describe("the console in Chromium", () => {
     }
   });
 
+  it("answers to the loopback names it listens on and to no other: a page rebound to 127.0.0.1 reads nothing", async () => {
+    const port = new URL(url).port;
+    // Under each loopback name, the record, refreshed by its script (same-origin fetches) without a problem.
+    for (const origin of [url, `http://localhost:${port}`]) {
+      const page = await stranger.newPage();
+      const response = await page.goto(`${origin}/records/${keys.traced}`);
+      expect(response?.status(), origin).toBe(200);
+      expect(await page.locator('td[data-field="tool"]').textContent()).toBe("create_refund");
+      await page.waitForTimeout(1_200);
+      expect(await page.locator("#status").textContent()).toBe("");
+      await page.close();
+    }
+
+    // A rebinding attacker's name, resolved to this machine as its DNS would: Chromium sends its own Host.
+    const rebound = await browser.context({ resolve: { "evil.example": "127.0.0.1" } });
+    const page = await rebound.newPage();
+    const response = await page.goto(`http://evil.example:${port}/records/${keys.traced}`);
+    expect(response?.status()).toBe(421);
+    const text = (await page.locator("body").textContent()) ?? "";
+    expect(text).toContain(`does not answer to the host "evil.example:${port}" (Host)`);
+    expect(text).toContain(`--allowed-hosts evil.example:${port}`);
+    expect(text).not.toContain("create_refund");
+    // The page's own script reads same-origin, as a rebound page would: refused as well.
+    const read = await page.evaluate(async () => {
+      const answer = await fetch("/records?state=unknown");
+      return { status: answer.status, text: await answer.text() };
+    });
+    expect(read.status).toBe(421);
+    expect(read.text).not.toContain("charge_card");
+    await page.close();
+
+    // Where the test sets Host itself: refused, and so is a forwarded name, which never stands in for Host.
+    const raw = (headers: Record<string, string>) => rawRequest(url, `/records/${keys.traced}`, headers);
+    expect((await raw({ host: "evil.example" })).status).toBe(421);
+    expect((await raw({ host: `127.0.0.1:${port}`, "x-forwarded-host": "evil.example" })).status).toBe(421);
+    // Another port is another host.
+    expect((await raw({ host: "127.0.0.1:1" })).status).toBe(421);
+    expect((await raw({ host: `localhost:${port}` })).status).toBe(200);
+    // The operator is told which names those are.
+    expect(consoleChild.stderr()).toContain(
+      `It answers to the hosts localhost:${port}, 127.0.0.1:${port}, [::1]:${port} (more with --allowed-hosts).`,
+    );
+  });
+
+  it("answers to a name --allowed-hosts lists, as under a proxy's or a DNS name", async () => {
+    const { child, url: listed } = await startConsole(["--allowed-hosts", "ops.example"]);
+    try {
+      const port = new URL(listed).port;
+      expect(child.stderr()).toContain(
+        `It answers to the hosts localhost:${port}, 127.0.0.1:${port}, [::1]:${port}, ops.example (more with --allowed-hosts).`,
+      );
+      const context = await browser.context({
+        resolve: { "ops.example": "127.0.0.1", "evil.example": "127.0.0.1" },
+      });
+      const page = await context.newPage();
+      const response = await page.goto(`http://ops.example:${port}/records/${keys.traced}`);
+      expect(response?.status()).toBe(200);
+      expect(await page.locator('td[data-field="tool"]').textContent()).toBe("create_refund");
+      await page.waitForTimeout(1_200);
+      expect(await page.locator("#status").textContent()).toBe("");
+      expect((await page.goto(`http://evil.example:${port}/`))?.status()).toBe(421);
+      await page.close();
+      expect((await rawRequest(listed, "/", { host: "evil.example" })).status).toBe(421);
+    } finally {
+      await child.stop();
+    }
+  });
+
   it("refuses a write without the token, one without the CSRF token, and any write on a read-only console", async () => {
     const post = (page: Page, target: string, fields: Record<string, string>) =>
       page.evaluate(
@@ -401,6 +490,128 @@ describe("the console in Chromium", () => {
     expect(await store.get(keys.traced)).toEqual({ ...before, ttlMs: expect.any(Number) });
     await page.close();
     await loggedIn.close();
+  });
+
+  it("lists the calls waiting for approval, approves one from the list and denies one on its page", async () => {
+    const trace = randomTraceparent();
+    const first = await seedAwaitingApproval(store, {
+      tool: "refund_order",
+      reason: "refund of 240 EUR, over the 100 EUR limit",
+      trace,
+    });
+    const page = await open(operator, "/approvals");
+    const rows = page.locator("table.approvals tbody tr");
+    await expect.poll(() => rows.count()).toBe(1);
+    // A request made while the page is open appears without a reload.
+    const second = await seedAwaitingApproval(store, { tool: "refund_order", reason: "refund of 130 EUR" });
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+
+    const row = page.locator(`tr[data-key="${first}"]`);
+    expect(await row.locator("td.reason").textContent()).toBe("refund of 240 EUR, over the 100 EUR limit");
+    expect(await row.locator("a.trace").getAttribute("href")).toBe(`${JAEGER}/trace/${trace.slice(3, 35)}`);
+    expect(await row.locator("code.fingerprint").getAttribute("title")).toBe(`fp-${first.slice(0, 16)}`);
+    expect(await row.textContent()).toMatch(/expires in \d+m/);
+    // While a form is being filled in, the refresh leaves the list alone (a third request waits for a reload).
+    await row.locator('input[name="by"]').fill("alice");
+    await row.locator('input[name="why"]').fill("the customer confirmed by phone");
+    const third = await seedAwaitingApproval(store, { tool: "refund_order", reason: "refund of 101 EUR" });
+    await page.waitForTimeout(1_500);
+    expect(await rows.count()).toBe(2);
+    expect(await row.locator('input[name="why"]').inputValue()).toBe("the customer confirmed by phone");
+    await shot(page, "console-approvals");
+
+    await row.locator('button[value="approve"]').click();
+    await page.waitForURL(`${url}/approvals?decided=approved&key=${first}`);
+    expect(await page.locator("p.flash-ok").textContent()).toContain(`Approved ${first.slice(0, 12)}…`);
+    expect(await page.locator(`tr[data-key="${first}"]`).count()).toBe(0);
+    expect(await rows.count()).toBe(2);
+    expect(await store.get(first)).toMatchObject({
+      state: "approved",
+      approval: { decision: { as: "approved", by: "alice", why: "the customer confirmed by phone" } },
+    });
+
+    // On the record's own page: the request in full, and the same form.
+    await page.locator(`tr[data-key="${second}"] td.key a`).click();
+    await page.waitForURL(`${url}/records/${second}`);
+    expect(await page.locator('td[data-field="approval"]').textContent()).toContain("refund of 130 EUR");
+    const form = page.locator('section.decide form[action$="/decide"]');
+    await form.locator('input[name="by"]').fill("bob");
+    await form.locator('input[name="why"]').fill("over the limit without a ticket");
+    await form.locator('button[value="deny"]').click();
+    await page.waitForURL(`${url}/records/${second}?decided=denied&key=${second}`);
+    expect(await page.locator('td[data-field="state"] .state').textContent()).toBe("failed");
+    expect(await page.locator('td[data-field="decision"]').textContent()).toContain("denied by bob");
+    expect(await page.locator("section.decide").count()).toBe(0);
+
+    // Not logged in: the list, no form, and the way to log in or the command line instead.
+    const strangerPage = await open(stranger, "/approvals");
+    const strangerRow = strangerPage.locator(`tr[data-key="${third}"]`);
+    await expect.poll(() => strangerRow.count()).toBe(1);
+    expect(await strangerPage.locator('form[action$="/decide"]').count()).toBe(0);
+    expect(await strangerRow.textContent()).toContain(`once approve ${third} --fingerprint fp-`);
+    await strangerPage.close();
+    await page.close();
+  });
+
+  it("shows a task's calls from a record's page, approves one there, and cancels the task", async () => {
+    const trace = randomTraceparent();
+    const task = await seedTask(store, { namespace: "checkout", taskId: "order-2077", trace });
+    const taskPath = "/tasks/checkout/order-2077";
+    const page = await open(operator, `/records/${task.keys.charge}`);
+    expect(await page.locator('td[data-field="task"]').textContent()).toBe(
+      "task order-2077 (namespace checkout, step charge)",
+    );
+    await page.locator('td[data-field="task"] a.task').click();
+    await page.waitForURL(`${url}${taskPath}`);
+    const rows = page.locator("table.task tbody tr");
+    await expect.poll(() => rows.count()).toBe(4);
+    const cells = async (i: number) =>
+      (await rows.nth(i).locator("td").allTextContents()).slice(0, 4).map((text) => text.trim());
+    expect(await cells(0)).toEqual(["1", "search", "done", "search_flights"]);
+    expect(await cells(1)).toEqual(["2", "refund", "awaiting_approval", "refund_order"]);
+    expect(await cells(2)).toEqual(["3", "charge", "claimed", "charge_card"]);
+    expect(await cells(3)).toEqual(["4", "email", "released", "send_email"]);
+    expect(await rows.nth(0).locator("a.trace").getAttribute("href")).toBe(
+      `${JAEGER}/trace/${trace.slice(3, 35)}`,
+    );
+    expect(await page.locator("p.task-status").textContent()).toBe("Not cancelled.");
+
+    // Approve the refund on the task's page: back on it, the refund approved.
+    const refund = rows.nth(1);
+    await refund.locator('input[name="by"]').fill("alice");
+    await refund.locator('input[name="why"]').fill("within the limit after all");
+    await refund.locator('button[value="approve"]').click();
+    await page.waitForURL(`${url}${taskPath}?decided=approved&key=${task.keys.refund}`);
+    expect(await page.locator("p.flash-ok").textContent()).toContain("Approved");
+    expect(await rows.nth(1).locator(".state").textContent()).toBe("approved");
+    expect(await rows.nth(1).locator("td.approval").textContent()).toContain("approved by alice");
+
+    // Cancel the task: the approved refund and the released email never run, the charge is told to stop.
+    const form = page.locator("section.cancel form.cancel");
+    await form.locator('input[name="by"]').fill("bob");
+    await form.locator('input[name="why"]').fill("the customer cancelled the order");
+    await shot(page, "console-task");
+    await form.locator("button.cancel").click();
+    await page.waitForURL(`${url}${taskPath}?cancelled=2&running=1`);
+    expect(await page.locator("p.flash-ok").textContent()).toContain("Cancelled: 2 calls not started");
+    expect(await page.locator("p.task-status").textContent()).toMatch(
+      /^cancelled cancelled by bob, \S+Z \(\S+ ago\): “?the customer cancelled the order”?$/,
+    );
+    expect(
+      await rows.evaluateAll((trs) => trs.map((tr) => tr.querySelector(".state")?.textContent ?? "")),
+    ).toEqual(["done", "cancelled", "claimed", "cancelled"]);
+    expect(await rows.nth(2).locator("td.outcome").textContent()).toBe("told to stop (task cancelled)");
+    expect(await page.locator("section.cancel").count()).toBe(0);
+    const read = await store.readTask({ namespace: "checkout", taskId: "order-2077" });
+    expect(read.cancellation).toMatchObject({ by: "bob", why: "the customer cancelled the order" });
+    await shot(page, "console-task-cancelled");
+
+    // The list shows the new state.
+    await page.goto(`${url}/records?state=cancelled`);
+    const listed = page.locator("table.records tbody tr");
+    await expect.poll(() => listed.count()).toBe(2);
+    expect(await listed.first().locator(".state").textContent()).toBe("cancelled");
+    await page.close();
   });
 
   it("says plainly when the store is unreachable, and carries on when it is back", async () => {

@@ -1,4 +1,6 @@
+import os from "node:os";
 import { describe, expect, it } from "vitest";
+import { hostsServedAt } from "../src/allowed-hosts.js";
 import { html, raw } from "../src/html.js";
 import { CSRF_COOKIE, csrfProblem, hasToken, SESSION_COOKIE, sessionFor } from "../src/security.js";
 
@@ -62,5 +64,27 @@ describe("hasToken", () => {
     expect(hasToken(post({ authorization: "Bearer nope" }), token)).toBe(false);
     expect(hasToken(post({ cookie: `${SESSION_COOKIE}=${token}` }), token)).toBe(false);
     expect(hasToken(post({}), token)).toBe(false);
+  });
+});
+
+describe("hostsServedAt", () => {
+  it("names the loopback names for a loopback address, with the port", () => {
+    const loopback = ["localhost:4100", "127.0.0.1:4100", "[::1]:4100"];
+    expect(hostsServedAt("127.0.0.1", 4100)).toEqual(loopback);
+    expect(hostsServedAt("localhost", 4100)).toEqual(loopback);
+    expect(hostsServedAt("::1", 4100)).toEqual(loopback);
+    expect(hostsServedAt("127.0.0.2", 4100)).toEqual([...loopback, "127.0.0.2:4100"]);
+  });
+
+  it("names the address itself for another one, and this machine's addresses for a wildcard", () => {
+    expect(hostsServedAt("10.0.0.5", 8080)).toEqual(["10.0.0.5:8080"]);
+    expect(hostsServedAt("fd00::5", 8080)).toEqual(["[fd00::5]:8080"]);
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((nic) => nic !== undefined && nic.scopeid === undefined)
+      .map((nic) => (nic?.family === "IPv6" ? `[${nic.address}]:8080` : `${nic?.address}:8080`));
+    const wildcard = hostsServedAt("0.0.0.0", 8080);
+    expect(wildcard).toEqual(expect.arrayContaining(["localhost:8080", "0.0.0.0:8080", ...own]));
+    expect(wildcard.every((host) => host.endsWith(":8080"))).toBe(true);
   });
 });

@@ -1,79 +1,68 @@
-/** Every code a once error carries, across all of once's packages: stable, safe to match on. */
-export const ONCE_ERROR_CODES = [
-  "ONCE_INVALID_KEY_PART",
-  "ONCE_NOT_JSON",
-  "ONCE_INVALID_TOOL",
-  "ONCE_UNKNOWN_TOOL",
-  "ONCE_INVALID_INPUT",
-  "ONCE_INVALID_OUTPUT",
-  "ONCE_RESULT_NOT_JSON",
-  "ONCE_RESULT_TOO_LARGE",
-  "ONCE_MISSING_STEP_IDENTITY",
-  "ONCE_CONFLICT",
-  "ONCE_OUTCOME_UNKNOWN",
-  "ONCE_LEASE_LOST",
-  "ONCE_IN_FLIGHT",
-  "ONCE_CALL_FAILED",
-  "ONCE_REPLAYED_FAILURE",
-  "ONCE_KEY_MISMATCH",
-  "ONCE_TOOL_KIND_MISMATCH",
-  "ONCE_INVALID_JOB",
-  "ONCE_STORE_UNAVAILABLE",
-  "ONCE_TRANSITION_REFUSED",
-  "ONCE_RETRY_WINDOW",
-  "ONCE_DISPATCH_TIMEOUT",
-  // @once/bullmq
-  "ONCE_JOB_FAILED",
-  "ONCE_DUPLICATE_TOOL",
-  // @once/redis
-  "ONCE_REDIS_CONFIG",
-  "ONCE_REDIS_SCRIPT",
-  // @once/postgres
-  "ONCE_POSTGRES_CONFIG",
-  "ONCE_POSTGRES_VERSION",
-  "ONCE_POSTGRES_SCHEMA",
-  "ONCE_POSTGRES_QUERY",
-  "ONCE_TRANSACTION_STORE",
-  // @once/agent
-  "ONCE_RECORDED_TURN_MISMATCH",
-  "ONCE_UNRECORDED_TOOL_CALL",
-  "ONCE_UNSETTLED_TOOL_CALL",
-] as const;
-
-export type OnceErrorCode = (typeof ONCE_ERROR_CODES)[number];
-
-const CODES: ReadonlySet<string> = new Set(ONCE_ERROR_CODES);
+/** The codes of @once/core's errors: stable, safe to match on. Every package exports its own. */
+export type CoreErrorCode =
+  | "ONCE_INVALID_KEY_PART"
+  | "ONCE_NOT_JSON"
+  | "ONCE_INVALID_TOOL"
+  | "ONCE_UNKNOWN_TOOL"
+  | "ONCE_INVALID_INPUT"
+  | "ONCE_INVALID_OUTPUT"
+  | "ONCE_RESULT_NOT_JSON"
+  | "ONCE_RESULT_TOO_LARGE"
+  | "ONCE_MISSING_STEP_IDENTITY"
+  | "ONCE_CONFLICT"
+  | "ONCE_OUTCOME_UNKNOWN"
+  | "ONCE_LEASE_LOST"
+  | "ONCE_IN_FLIGHT"
+  | "ONCE_CALL_FAILED"
+  | "ONCE_REPLAYED_FAILURE"
+  | "ONCE_STORE_UNAVAILABLE"
+  | "ONCE_TRANSITION_REFUSED"
+  | "ONCE_TRANSACTION_STORE"
+  | "ONCE_RECORD_LAYOUT"
+  | "ONCE_APPROVAL_PENDING"
+  | "ONCE_APPROVAL_POLICY"
+  | "ONCE_APPROVAL_STORE"
+  | "ONCE_DECISION_REFUSED"
+  | "ONCE_TASK_CANCELLED"
+  | "ONCE_CANCEL_REFUSED";
 
 /**
- * Every error once raises. Each has a stable `code` (safe to match on) and carries the fields a caller
- * needs; `cause` is always chained. Messages never include tool inputs or results.
+ * The brand every once error carries, in the global symbol registry: the same symbol in every copy of every
+ * once package, so an error made by one copy is recognised by another (as the AI SDK and Temporal do).
  */
-export class OnceError extends Error {
-  readonly code: OnceErrorCode;
+const ONCE_ERROR = Symbol.for("once.error");
 
-  constructor(code: OnceErrorCode, message: string, options?: { cause?: unknown }) {
+/**
+ * Every error once raises, in whichever package. Each has a stable `code` (safe to match on; each package
+ * exports its codes as a union type) and carries the fields a caller needs; `cause` is always chained.
+ * Messages never include tool inputs or results.
+ */
+export class OnceError<Code extends string = string> extends Error {
+  readonly code: Code;
+
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
+    Object.defineProperty(this, ONCE_ERROR, { value: true });
   }
 
   /**
-   * True when `error` is a once error (with `code`, that code). Checks the code, not the class: a process can
-   * load two copies of `@once/core` (a user's module bundling its own), and `instanceof` then fails silently.
+   * True when `error` is a once error (with `code`, that code). Checks the brand, not the class: a process can
+   * load two copies of a once package (a user's module bundling its own), and `instanceof` then fails silently.
    */
-  static is<C extends OnceErrorCode>(error: unknown, code?: C): error is OnceError & { code: C } {
-    const found = (error as { code?: unknown } | null | undefined)?.code;
+  static is<C extends string = string>(error: unknown, code?: C): error is OnceError<C> {
     return (
       error instanceof Error &&
-      typeof found === "string" &&
-      CODES.has(found) &&
-      (code === undefined || found === code)
+      (error as { [ONCE_ERROR]?: unknown })[ONCE_ERROR] === true &&
+      typeof (error as { code?: unknown }).code === "string" &&
+      (code === undefined || (error as { code?: unknown }).code === code)
     );
   }
 }
 
 /** A part of an idempotency key (namespace, taskId, stepId) is empty, too long or has control characters. */
-export class InvalidKeyPartError extends OnceError {
+export class InvalidKeyPartError extends OnceError<"ONCE_INVALID_KEY_PART"> {
   constructor(
     readonly part: string,
     reason: string,
@@ -83,7 +72,7 @@ export class InvalidKeyPartError extends OnceError {
 }
 
 /** A value cannot be canonicalised to JSON (undefined, a function, a bigint, NaN, a cycle…). */
-export class NotJsonError extends OnceError {
+export class NotJsonError extends OnceError<"ONCE_NOT_JSON"> {
   constructor(
     readonly path: string,
     reason: string,
@@ -93,7 +82,7 @@ export class NotJsonError extends OnceError {
 }
 
 /** A transactional tool was given a store it cannot commit its effect with (no transactions, or another database). */
-export class TransactionStoreError extends OnceError {
+export class TransactionStoreError extends OnceError<"ONCE_TRANSACTION_STORE"> {
   constructor(
     readonly tool: string,
     reason: string,
@@ -103,7 +92,7 @@ export class TransactionStoreError extends OnceError {
 }
 
 /** A tool definition is malformed. */
-export class InvalidToolError extends OnceError {
+export class InvalidToolError extends OnceError<"ONCE_INVALID_TOOL"> {
   constructor(
     readonly tool: string,
     reason: string,
@@ -113,14 +102,14 @@ export class InvalidToolError extends OnceError {
 }
 
 /** No tool of that name is registered. */
-export class UnknownToolError extends OnceError {
+export class UnknownToolError extends OnceError<"ONCE_UNKNOWN_TOOL"> {
   constructor(readonly tool: string) {
     super("ONCE_UNKNOWN_TOOL", `unknown tool ${JSON.stringify(tool)}`);
   }
 }
 
 /** The input failed the tool's input schema. `issues` lists paths and messages, never values. */
-export class InvalidInputError extends OnceError {
+export class InvalidInputError extends OnceError<"ONCE_INVALID_INPUT"> {
   constructor(
     readonly tool: string,
     readonly issues: readonly string[],
@@ -131,7 +120,7 @@ export class InvalidInputError extends OnceError {
 }
 
 /** The tool returned something its output schema rejects. After an effect this is terminal, never a re-run. */
-export class InvalidOutputError extends OnceError {
+export class InvalidOutputError extends OnceError<"ONCE_INVALID_OUTPUT"> {
   constructor(
     readonly tool: string,
     readonly issues: readonly string[],
@@ -142,7 +131,7 @@ export class InvalidOutputError extends OnceError {
 }
 
 /** The tool's result cannot be stored as JSON. */
-export class ResultNotSerializableError extends OnceError {
+export class ResultNotSerializableError extends OnceError<"ONCE_RESULT_NOT_JSON"> {
   constructor(
     readonly tool: string,
     reason: string,
@@ -153,7 +142,7 @@ export class ResultNotSerializableError extends OnceError {
 }
 
 /** The tool's result is larger than the configured limit. */
-export class ResultTooLargeError extends OnceError {
+export class ResultTooLargeError extends OnceError<"ONCE_RESULT_TOO_LARGE"> {
   constructor(
     readonly tool: string,
     readonly bytes: number,
@@ -164,7 +153,7 @@ export class ResultTooLargeError extends OnceError {
 }
 
 /** An effect call was made without the `taskId` and `stepId` its key is derived from. */
-export class MissingStepIdentityError extends OnceError {
+export class MissingStepIdentityError extends OnceError<"ONCE_MISSING_STEP_IDENTITY"> {
   constructor(
     readonly tool: string,
     readonly missing: readonly string[],
@@ -177,7 +166,7 @@ export class MissingStepIdentityError extends OnceError {
 }
 
 /** The same key was used for a different call (another tool or another input). Nothing ran. */
-export class IdempotencyConflictError extends OnceError {
+export class IdempotencyConflictError extends OnceError<"ONCE_CONFLICT"> {
   constructor(
     readonly key: string,
     readonly tool: string,
@@ -193,7 +182,7 @@ export class IdempotencyConflictError extends OnceError {
 }
 
 /** The effect may or may not have happened and nothing could tell which: an operator must resolve the key. */
-export class OutcomeUnknownError extends OnceError {
+export class OutcomeUnknownError extends OnceError<"ONCE_OUTCOME_UNKNOWN"> {
   constructor(
     readonly key: string,
     readonly tool: string,
@@ -205,7 +194,7 @@ export class OutcomeUnknownError extends OnceError {
 }
 
 /** This owner no longer holds the key (its lease ran out and another owner took it). Its result is discarded. */
-export class LeaseLostError extends OnceError {
+export class LeaseLostError extends OnceError<"ONCE_LEASE_LOST"> {
   constructor(
     readonly key: string,
     readonly token: string,
@@ -215,7 +204,7 @@ export class LeaseLostError extends OnceError {
 }
 
 /** Another owner is running this key right now. Retry after `retryAfterMs`; this is not a failure. */
-export class InFlightError extends OnceError {
+export class InFlightError extends OnceError<"ONCE_IN_FLIGHT"> {
   constructor(
     readonly key: string,
     readonly retryAfterMs: number,
@@ -225,7 +214,7 @@ export class InFlightError extends OnceError {
 }
 
 /** The tool failed terminally (e.g. card declined). The failure is stored: every later attempt replays it. */
-export class CallFailedError extends OnceError {
+export class CallFailedError extends OnceError<"ONCE_CALL_FAILED"> {
   constructor(
     readonly key: string,
     readonly tool: string,
@@ -236,7 +225,7 @@ export class CallFailedError extends OnceError {
 }
 
 /** The call failed terminally before (e.g. card declined); the stored failure is replayed, nothing re-runs. */
-export class ReplayedFailureError extends OnceError {
+export class ReplayedFailureError extends OnceError<"ONCE_REPLAYED_FAILURE"> {
   constructor(
     readonly key: string,
     readonly stored: StoredError,
@@ -245,59 +234,15 @@ export class ReplayedFailureError extends OnceError {
   }
 }
 
-/** A job's id does not match the key derived from its own taskId/stepId/namespace. */
-export class KeyMismatchError extends OnceError {
-  constructor(
-    readonly jobId: string,
-    readonly expectedJobId: string,
-  ) {
-    super(
-      "ONCE_KEY_MISMATCH",
-      `job id ${jobId} does not match the key derived from its data (${expectedJobId})`,
-    );
-  }
-}
-
-/**
- * The job and this worker disagree about a tool: another kind, or a key where the kind has none (two deploys
- * that declare the tool differently). Nothing ran: an effect never runs outside the store.
- */
-export class ToolKindMismatchError extends OnceError {
-  constructor(
-    readonly tool: string,
-    /** What the orchestrator that enqueued the job declared, or `undefined` for job data without a kind. */
-    readonly jobKind: string | undefined,
-    readonly workerKind: string,
-    detail?: string,
-  ) {
-    const declared = jobKind === undefined ? "sent no kind" : `declared it ${jobKind}`;
-    super(
-      "ONCE_TOOL_KIND_MISMATCH",
-      `${tool}: the orchestrator ${declared}, this worker declares it ${workerKind}${detail ? ` (${detail})` : ""}; ` +
-        "nothing ran: deploy both sides with one declaration of the tool",
-    );
-  }
-}
-
-/** Job data is not a once tool call. */
-export class InvalidJobDataError extends OnceError {
-  constructor(
-    readonly issues: readonly string[],
-    options?: { cause?: unknown },
-  ) {
-    super("ONCE_INVALID_JOB", `job data is not a once call: ${issues.join("; ")}`, options);
-  }
-}
-
 /** The store could not be reached. once fails closed: a claim that fails this way runs nothing. */
-export class StoreUnavailableError extends OnceError {
+export class StoreUnavailableError extends OnceError<"ONCE_STORE_UNAVAILABLE"> {
   constructor(operation: string, options?: { cause?: unknown }) {
     super("ONCE_STORE_UNAVAILABLE", `dedup store unavailable during ${operation}`, options);
   }
 }
 
 /** The store refused a transition the record's state does not allow. */
-export class TransitionRefusedError extends OnceError {
+export class TransitionRefusedError extends OnceError<"ONCE_TRANSITION_REFUSED"> {
   constructor(
     readonly key: string,
     readonly transition: string,
@@ -307,33 +252,126 @@ export class TransitionRefusedError extends OnceError {
   }
 }
 
-/** The record's retention is shorter than the worst-case retry window. */
-export class RetryWindowError extends OnceError {
+/**
+ * A record was written in a layout newer than this build of its store reads: by a later @once/redis or
+ * @once/postgres. Nothing was read from the record, nothing changed in it, and nothing ran. Upgrade this
+ * process (docs/protocol.md, "Record layouts", says in which order).
+ */
+export class RecordLayoutError extends OnceError<"ONCE_RECORD_LAYOUT"> {
   constructor(
-    readonly retentionMs: number,
-    readonly worstCaseMs: number,
-    readonly terms: readonly RetryWindowTerm[],
+    readonly key: string,
+    /** The layout the record was written in. */
+    readonly layout: number,
+    /** The newest layout this reader knows. */
+    readonly knownLayout: number,
+    /** The store package whose layouts these are, e.g. `@once/redis`. */
+    readonly store: string,
   ) {
-    const lines = terms.map((t) => `  ${t.name}: ${t.ms} ms (${t.detail})`).join("\n");
     super(
-      "ONCE_RETRY_WINDOW",
-      `retention ${retentionMs} ms is shorter than the worst-case retry window ${worstCaseMs} ms:\n${lines}\n` +
-        "raise retentionMs or shorten the retry chain; an expired record lets a retry fire the effect again",
+      "ONCE_RECORD_LAYOUT",
+      `${store} record ${key} was written by layout ${layout}, this reader knows up to ${knownLayout}: ` +
+        "upgrade it; nothing was read or run",
     );
   }
 }
 
-/** The dispatcher gave up waiting after its retries. The call may still complete; calling again is safe. */
-export class DispatchTimeoutError extends OnceError {
+/**
+ * The call waits for a person's approval: nothing ran. Every caller, retry and resume of the call gets this
+ * same answer until someone approves or denies it (`approve` / `deny`, `once approve` / `once deny`), or until
+ * `expiresAt`, after which it fails for good (`approval_expired`).
+ */
+export class ApprovalPendingError extends OnceError<"ONCE_APPROVAL_PENDING"> {
   constructor(
     readonly key: string,
     readonly tool: string,
-    readonly attempts: number,
-    readonly timeoutMs: number,
+    /** Why the tool's policy asked for approval. */
+    readonly reason: string,
+    /** When the request was made, ms on the store's clock. */
+    readonly requestedAt: number,
+    /** When the request expires with no decision, ms on the store's clock. */
+    readonly expiresAt: number,
   ) {
     super(
-      "ONCE_DISPATCH_TIMEOUT",
-      `${tool} (key ${key}) did not finish within ${attempts} × ${timeoutMs} ms; calling again with the same step is safe`,
+      "ONCE_APPROVAL_PENDING",
+      `${tool} (key ${key}) waits for approval: ${reason}; the request expires at ${new Date(expiresAt).toISOString()}`,
+    );
+  }
+}
+
+/** A tool's approval policy threw, or answered something that is neither a reason nor nothing: nothing ran. */
+export class ApprovalPolicyError extends OnceError<"ONCE_APPROVAL_POLICY"> {
+  constructor(
+    readonly tool: string,
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      "ONCE_APPROVAL_POLICY",
+      `the approval policy of ${tool} failed, so the call was refused (fail closed, nothing ran): ${reason}`,
+      options,
+    );
+  }
+}
+
+/** A tool with an approval policy was given a store that keeps no approval requests. */
+export class ApprovalStoreError extends OnceError<"ONCE_APPROVAL_STORE"> {
+  constructor(
+    readonly tool: string,
+    store: string,
+  ) {
+    super(
+      "ONCE_APPROVAL_STORE",
+      `tool ${JSON.stringify(tool)} needs approval, and ${store} keeps no approval requests (no requestApproval and decide)`,
+    );
+  }
+}
+
+/**
+ * An approve or deny was refused: no record, a record that does not await approval (already decided,
+ * expired, never asked), another fingerprint or fence than the one given, or no `by`. Nothing changed.
+ */
+export class DecisionRefusedError extends OnceError<"ONCE_DECISION_REFUSED"> {
+  constructor(
+    readonly key: string,
+    readonly decision: "approved" | "denied",
+    readonly reason: string,
+  ) {
+    super(
+      "ONCE_DECISION_REFUSED",
+      `${decision === "approved" ? "approve" : "deny"} refused for ${key}: ${reason}; nothing changed`,
+    );
+  }
+}
+
+/**
+ * The call's task was cancelled: nothing of this call ran (or, for an effect that was running, its owner was
+ * told to stop). Every later call of the task gets this same answer; a new task id is the way forward.
+ */
+export class TaskCancelledError extends OnceError<"ONCE_TASK_CANCELLED"> {
+  constructor(
+    readonly key: string,
+    readonly taskId: string | undefined,
+    readonly by: string,
+    readonly why: string,
+    /** When the task was cancelled, ms on the store's clock. */
+    readonly at: number,
+  ) {
+    super(
+      "ONCE_TASK_CANCELLED",
+      `${taskId === undefined ? "the task" : `task ${JSON.stringify(taskId)}`} was cancelled by ${by} at ${new Date(at).toISOString()}${why === "" ? "" : `: ${why}`}; call ${key} does not run`,
+    );
+  }
+}
+
+/** A cancel was refused (no `by`, a task id that is not a valid key part, a store that knows no tasks): nothing changed. */
+export class CancelRefusedError extends OnceError<"ONCE_CANCEL_REFUSED"> {
+  constructor(
+    readonly taskId: string,
+    readonly reason: string,
+  ) {
+    super(
+      "ONCE_CANCEL_REFUSED",
+      `cancel of task ${JSON.stringify(taskId)} refused: ${reason}; nothing changed`,
     );
   }
 }
@@ -343,11 +381,4 @@ export interface StoredError {
   name: string;
   message: string;
   code?: string;
-}
-
-/** One term of the retry-window sum. */
-export interface RetryWindowTerm {
-  name: string;
-  ms: number;
-  detail: string;
 }

@@ -3,14 +3,16 @@
  * changes with the packages that use it, in step.
  */
 
+export { decisionRefusal, emptyStateCounts, resolveRefusal, retentionOf } from "./operator-store.js";
 export {
-  emptyStateCounts,
-  matchesFilter,
-  RecordTally,
-  resolveFenced,
-  resolveRefusal,
-  retentionOf,
-} from "./operator-store.js";
+  type CodedClaim,
+  type CodedWrite,
+  decodeApprovalRequest,
+  decodeClaim,
+  decodeWrite,
+  OUTCOME_CODES,
+  storedError,
+} from "./outcome-codes.js";
 export {
   ago,
   errorText,
@@ -21,5 +23,4 @@ export {
   stateMeaning,
   traceIdOf,
 } from "./record-view.js";
-export { retryAfterFor } from "./store.js";
 export { classifyWith, describeIssues, toStoredError } from "./tool.js";

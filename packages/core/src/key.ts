@@ -1,8 +1,8 @@
 import { hash } from "node:crypto";
 import { InvalidKeyPartError, MissingStepIdentityError } from "./errors.js";
 
-const KEY_VERSION = "once/key/v1";
-const VERSION_BYTES = Buffer.from(KEY_VERSION, "utf8");
+const KEY_VERSION = Buffer.from("once/key/v1", "utf8");
+const TASK_KEY_VERSION = Buffer.from("once/task/v1", "utf8");
 const MAX_PART_LENGTH = 256;
 // C0, DEL and C1 controls: invisible in logs and dashboards, so never part of an identity.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
@@ -34,17 +34,32 @@ export function validateKeyPart(part: string, value: unknown): string {
  * length-prefixed encoding of (namespace, taskId, stepId), so no two distinct triples share a key.
  */
 export function deriveKey(identity: StepIdentity): string {
-  const parts = [
+  return hashParts(KEY_VERSION, [
     validateKeyPart("namespace", identity.namespace ?? DEFAULT_NAMESPACE),
     validateKeyPart("taskId", identity.taskId),
     validateKeyPart("stepId", identity.stepId),
-  ];
+  ]);
+}
+
+/**
+ * The key of a task (what its calls are filed under, and its cancellation kept by): 64 lowercase hex chars,
+ * the same encoding as {@link deriveKey} over (namespace, taskId) under its own version tag, so a task key is
+ * never a call's key.
+ */
+export function deriveTaskKey(task: { namespace?: string; taskId: string }): string {
+  return hashParts(TASK_KEY_VERSION, [
+    validateKeyPart("namespace", task.namespace ?? DEFAULT_NAMESPACE),
+    validateKeyPart("taskId", task.taskId),
+  ]);
+}
+
+function hashParts(version: Buffer, parts: string[]): string {
   // One buffer and one hash for the whole encoding (this runs for every job): the same bytes as hashing the
   // version and then each part's 4-byte big-endian length and its UTF-8 bytes.
-  let size = VERSION_BYTES.length;
+  let size = version.length;
   for (const part of parts) size += 4 + Buffer.byteLength(part, "utf8");
   const encoded = Buffer.allocUnsafe(size);
-  let at = VERSION_BYTES.copy(encoded, 0);
+  let at = version.copy(encoded, 0);
   for (const part of parts) {
     const length = encoded.write(part, at + 4, "utf8");
     encoded.writeUInt32BE(length, at);
@@ -73,18 +88,4 @@ const KEY_PATTERN = /^[0-9a-f]{64}$/;
 /** True when `value` has the shape of a key from {@link deriveKey}. */
 export function isKey(value: string): boolean {
   return KEY_PATTERN.test(value);
-}
-
-/**
- * The BullMQ job id of an effect call. BullMQ rejects all-digit ids and most ids with ':', so the key
- * gets a letter prefix: always valid, and the key can be read back from it.
- */
-export function jobIdForKey(key: string): string {
-  return `once-${key}`;
-}
-
-/** The key inside a job id made by {@link jobIdForKey}, or undefined. */
-export function keyFromJobId(jobId: string): string | undefined {
-  const key = jobId.startsWith("once-") ? jobId.slice(5) : undefined;
-  return key !== undefined && isKey(key) ? key : undefined;
 }

@@ -1,9 +1,15 @@
+import { DecisionRefusedError } from "./errors.js";
 import {
+  type ApprovalStore,
+  type CancelOutcome,
+  type CancelRequest,
   DEFAULT_RETENTION_MS,
   type OnceRecord,
   type OnceStore,
   type RecordState,
   type ResolveRequest,
+  type TaskRecords,
+  type TaskRef,
 } from "./store.js";
 
 // What an operator's tools (the `once` command, the console) need from a store beyond the transitions of
@@ -77,7 +83,30 @@ export interface OperatorResolveRequest extends ResolveRequest {
   retentionMs?: number;
 }
 
-/** A store as an operator sees it: records to find, count, read and resolve. */
+/** A person's approve or deny, through an operator store. */
+export interface OperatorDecisionRequest {
+  /** Who decides: required, non-empty; kept on the record. */
+  by: string;
+  /** Why; kept on the record. Default "". */
+  why?: string;
+  /** The fence of the record the person saw. Default: the record's, read just before the write. */
+  expectFence?: number;
+  /**
+   * The fingerprint of the call the person saw (what `once inspect` and the console show). Default: the
+   * record's, read just before the write; the write is bound to it either way.
+   */
+  fingerprint?: string;
+  /** The retention the decided record gets. Default: the one it was written with (see {@link retentionOf}). */
+  retentionMs?: number;
+}
+
+/** What a decision came to: the new fence and the record after it. Refusals throw DecisionRefusedError. */
+export interface DecisionResult {
+  fence: number;
+  record: OnceRecord | undefined;
+}
+
+/** A store as an operator sees it: records to find, count, read, resolve, approve and deny. */
 export interface OperatorStore {
   /** Where the records are, for people to read: never a password. */
   readonly label: string;
@@ -93,6 +122,21 @@ export interface OperatorStore {
    * `expectFence`, still at that fence. Who, why and when are kept on the record.
    */
   resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult>;
+  /**
+   * awaiting_approval → approved, fenced and bound to the call's fingerprint: the next claim runs the effect
+   * once. Throws DecisionRefusedError, the record unchanged, for a record that does not await approval (none,
+   * already decided, expired), another fence or fingerprint than given, or no `by`.
+   */
+  approve(key: string, request: OperatorDecisionRequest): Promise<DecisionResult>;
+  /** awaiting_approval → failed (`denied`), replayed to every retry; refused as {@link OperatorStore.approve} is. */
+  deny(key: string, request: OperatorDecisionRequest): Promise<DecisionResult>;
+  /**
+   * Cancels a task, once (see docs/cancellation.md): after it returns no effect of the task starts. Throws
+   * CancelRefusedError, nothing changed, without `by` or for a task id that is not a valid key part.
+   */
+  cancel(task: TaskRef, request: CancelRequest): Promise<CancelOutcome>;
+  /** A task's cancellation and every call filed under it, in the order of their first claim. */
+  task(task: TaskRef): Promise<TaskRecords>;
 }
 
 /** True when `record` matches every part of `filter` at `now` (the store's clock). */
@@ -106,7 +150,17 @@ export function matchesFilter(record: OnceRecord, filter: RecordFilter, now: num
 }
 
 export function emptyStateCounts(): StateCounts {
-  return { claimed: 0, reconciling: 0, released: 0, done: 0, failed: 0, unknown: 0 };
+  return {
+    claimed: 0,
+    reconciling: 0,
+    released: 0,
+    done: 0,
+    failed: 0,
+    unknown: 0,
+    awaiting_approval: 0,
+    approved: 0,
+    cancelled: 0,
+  };
 }
 
 /** Counts records one by one, the way a store that reads them all (a scan) builds its RecordCounts. */
@@ -202,4 +256,70 @@ export async function resolveFenced(
   if (outcome.outcome === "ok") return { outcome: "resolved", fence: outcome.fence, record: after };
   const reason = outcome.outcome === "refused" ? outcome.reason : "the record changed meanwhile";
   return { outcome: "refused", reason, record: after };
+}
+
+/**
+ * Why a decision about `record` must be refused before it is tried, or undefined when it may go ahead; the
+ * store's own fenced write still has the last word.
+ */
+export function decisionRefusal(
+  record: OnceRecord | undefined,
+  request: Pick<OperatorDecisionRequest, "by" | "expectFence" | "fingerprint">,
+  now: number,
+): string | undefined {
+  if (typeof request.by !== "string" || request.by.trim() === "")
+    return "say who decides (by): it is kept on the record";
+  if (record === undefined) return "no record for this key (never claimed, or expired after its retention)";
+  if (record.state !== "awaiting_approval" || record.approval === undefined) {
+    const decided = record.approval?.decision;
+    const why =
+      decided === undefined
+        ? ""
+        : decided.as === "expired"
+          ? " (its approval request expired)"
+          : ` (already ${decided.as} by ${decided.by})`;
+    return `the record is ${record.state}${why}, not awaiting_approval; only a pending request can be decided`;
+  }
+  if (record.approval.expiresAt <= now) return "the approval request expired: the call fails for good";
+  if (request.fingerprint !== undefined && request.fingerprint !== record.fingerprint)
+    return `the fingerprint ${request.fingerprint} is not the record's (${record.fingerprint}): the decision would be about another call`;
+  if (request.expectFence !== undefined && record.fence !== request.expectFence)
+    return `the record moved on (fence ${record.fence}, ${request.expectFence} seen)`;
+  return undefined;
+}
+
+/**
+ * A person's decision, the same on every store: refused (DecisionRefusedError) before it is tried when
+ * `decisionRefusal` says so, else written through `storeFor(retentionMs)` fenced on the fence just read and
+ * bound to the record's fingerprint, so a record that changed in between is refused by the store itself.
+ */
+export async function decideFenced(
+  operator: Pick<OperatorStore, "get" | "now">,
+  storeFor: (retentionMs: number) => Promise<Pick<ApprovalStore, "decide" | "get">>,
+  key: string,
+  decision: "approved" | "denied",
+  request: OperatorDecisionRequest,
+): Promise<DecisionResult> {
+  const record = await operator.get(key);
+  const now = await operator.now();
+  const refusal = decisionRefusal(record, request, now);
+  if (record === undefined || refusal !== undefined)
+    throw new DecisionRefusedError(key, decision, refusal ?? "no record");
+  const store = await storeFor(request.retentionMs ?? retentionOf(record, now));
+  const outcome = await store.decide(key, {
+    decision,
+    by: request.by,
+    why: request.why ?? "",
+    expectFence: request.expectFence ?? record.fence,
+    fingerprint: request.fingerprint ?? record.fingerprint,
+  });
+  if (outcome.outcome !== "ok")
+    throw new DecisionRefusedError(
+      key,
+      decision,
+      outcome.outcome === "refused"
+        ? `the store refused it: ${outcome.reason}`
+        : "the record changed meanwhile",
+    );
+  return { fence: outcome.fence, record: await store.get(key) };
 }

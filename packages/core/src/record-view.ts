@@ -11,10 +11,20 @@ const MEANING: Record<RecordState, string> = {
   failed: "failed for good: the stored error is replayed to every later attempt",
   unknown:
     "the effect may have happened and nobody knows: the next attempt reconciles, or an operator resolves it",
+  awaiting_approval:
+    "waits for a person's approval: nothing ran; every attempt is answered pending until it is approved, denied or expires",
+  approved: "approved: the next attempt runs the effect, once",
+  cancelled: "cancelled with its task: nothing ran; every attempt is answered cancelled (TaskCancelledError)",
 };
 
 /** One line on what the record's state means for the next attempt. */
 export function stateMeaning(record: OnceRecord, now: number): string {
+  if (record.cancellation !== undefined && (record.state === "claimed" || record.state === "reconciling")) {
+    return "its task was cancelled while the effect may have been under way: the owner is told to stop at its next heartbeat, and the call settles as usual";
+  }
+  if (record.cancellation !== undefined && record.state === "unknown") {
+    return "its task was cancelled after the effect may have happened: the task's attempts are answered cancelled, so an operator resolves it";
+  }
   if ((record.state === "claimed" || record.state === "reconciling") && leaseRemaining(record, now) <= 0) {
     if (record.state === "claimed" && record.phase === "prepare") {
       return "the owner's lease ran out in the prepare phase: the next attempt takes over";
@@ -26,6 +36,8 @@ export function stateMeaning(record: OnceRecord, now: number): string {
       ? "an owner holds the key; nothing has touched the outside world yet"
       : "an owner holds the key; the effect may be under way";
   }
+  if (record.state === "awaiting_approval" && record.approval && record.approval.expiresAt <= now)
+    return "its approval request expired with no decision: the next attempt fails for good (approval_expired)";
   return MEANING[record.state];
 }
 

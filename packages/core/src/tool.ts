@@ -1,12 +1,13 @@
 import type { z } from "zod";
 import {
+  ApprovalStoreError,
   InvalidInputError,
   InvalidOutputError,
   InvalidToolError,
   type StoredError,
   TransactionStoreError,
 } from "./errors.js";
-import { isTransactionalStore, type OnceStore } from "./store.js";
+import { isApprovalStore, isTransactionalStore, type OnceStore } from "./store.js";
 
 /**
  * `read`: no side effect, retry freely. `write`: idempotent by nature (set_status), retry freely.
@@ -53,6 +54,23 @@ export interface EffectContext extends CallContext {
   transaction?: unknown;
 }
 
+/** What an approval policy is handed with the validated input: the call it is asked about. */
+export interface ApprovalContext {
+  tool: string;
+  namespace: string;
+  taskId: string;
+  stepId: string;
+  key: string;
+}
+
+/**
+ * When an effect call needs a person's yes before it runs: `true` for every call, or a function of the
+ * validated input that returns the reason (e.g. "amount 250 is over 100") when it does, and nothing when not.
+ */
+export type ApprovalPolicy<Input> =
+  | true
+  | ((input: Input, ctx: ApprovalContext) => string | undefined | null | Promise<string | undefined | null>);
+
 export type ContextFor<K extends ToolKind> = K extends "effect" ? EffectContext : CallContext;
 
 export interface ToolSpec<
@@ -89,6 +107,12 @@ export interface ToolSpec<
    * names the database the effect writes to, and a store whose records are elsewhere is refused at start.
    */
   transactional?: true | { database: string };
+  /**
+   * Effect tools only: a person must approve the call before its effect runs (docs/approvals.md). The call is
+   * claimed, recorded as awaiting approval with the policy's reason, and answered `ApprovalPendingError` until
+   * it is approved (then the next claim runs it once), denied or expired (then it fails for good).
+   */
+  approval?: ApprovalPolicy<z.output<In>>;
 }
 
 export interface Tool<
@@ -107,6 +131,14 @@ export type OutputOf<T extends AnyTool> = z.output<T["output"]>;
 
 /** The lease of an effect call's owner when neither the tool nor the worker sets one. */
 export const DEFAULT_LEASE_MS = 30_000;
+
+/** The shortest lease an owner may ask for: heartbeats every third of it must still be able to keep up. */
+export const MIN_LEASE_MS = 100;
+
+/** True for a lease every store and entry point accepts: an integer of at least {@link MIN_LEASE_MS}. */
+export function isLeaseMs(value: unknown): value is number {
+  return Number.isInteger(value) && (value as number) >= MIN_LEASE_MS;
+}
 
 const TOOL_NAME = /^[A-Za-z][A-Za-z0-9_.-]{0,127}$/;
 const KINDS: readonly ToolKind[] = ["read", "write", "effect"];
@@ -142,8 +174,17 @@ export function defineTool<
     if (spec.transactional !== true && (typeof database !== "string" || database === ""))
       throw new InvalidToolError(name, "transactional must be true or { database: <the database's name> }");
   }
-  if (spec.leaseMs !== undefined && !(Number.isInteger(spec.leaseMs) && spec.leaseMs >= 100)) {
-    throw new InvalidToolError(name, "leaseMs must be an integer of at least 100");
+  if (spec.approval !== undefined) {
+    if (spec.kind !== "effect")
+      throw new InvalidToolError(
+        name,
+        "approval is for effect tools only: a read or write call is retried freely, there is nothing to approve",
+      );
+    if (spec.approval !== true && typeof spec.approval !== "function")
+      throw new InvalidToolError(name, "approval must be true or a function of the input returning a reason");
+  }
+  if (spec.leaseMs !== undefined && !isLeaseMs(spec.leaseMs)) {
+    throw new InvalidToolError(name, `leaseMs must be an integer of at least ${MIN_LEASE_MS}`);
   }
   return Object.freeze({ ...spec });
 }
@@ -210,5 +251,13 @@ export function assertTransactionalTools(tools: readonly AnyTool[], store: OnceS
         tool.name,
         `it writes to database ${JSON.stringify(wanted)}, and ${storeName} keeps its records in ${JSON.stringify(store.database)}: one transaction cannot span two databases`,
       );
+  }
+}
+
+/** Refuses, at start, a tool with an approval policy on a store that keeps no approval requests. */
+export function assertApprovalTools(tools: readonly AnyTool[], store: OnceStore): void {
+  for (const tool of tools) {
+    if (tool.kind !== "effect" || tool.approval === undefined || isApprovalStore(store)) continue;
+    throw new ApprovalStoreError(tool.name, (store as object).constructor?.name ?? "the store");
   }
 }

@@ -1,14 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  deriveKey,
-  effectKey,
-  InvalidKeyPartError,
-  isKey,
-  jobIdForKey,
-  keyFromJobId,
-  MissingStepIdentityError,
-} from "../src/index.js";
+import { deriveKey, effectKey, InvalidKeyPartError, isKey, MissingStepIdentityError } from "../src/index.js";
 
 // Parts made mostly of the characters a naive encoding would use as separators.
 const part = fc.string({
@@ -56,25 +48,6 @@ describe("deriveKey", () => {
 
   it("accepts the longest allowed part", () => {
     expect(isKey(deriveKey({ taskId: "t".repeat(256), stepId: "s" }))).toBe(true);
-  });
-});
-
-describe("jobIdForKey", () => {
-  it("is a valid BullMQ id (not all digits, no colon) and reversible", () => {
-    fc.assert(
-      fc.property(triple, (t) => {
-        const key = deriveKey(t);
-        const jobId = jobIdForKey(key);
-        expect(jobId).not.toMatch(/^\d+$/);
-        expect(jobId).not.toContain(":");
-        expect(keyFromJobId(jobId)).toBe(key);
-      }),
-    );
-  });
-
-  it("reads no key out of a foreign id", () => {
-    expect(keyFromJobId("123")).toBeUndefined();
-    expect(keyFromJobId(`once-${"g".repeat(64)}`)).toBeUndefined();
   });
 });
 

@@ -1,10 +1,15 @@
-import { describeStoreConformance } from "../../../test/support/store-conformance.js";
+import * as vitest from "vitest";
 import { MemoryStore } from "../src/memory-store.js";
 import { DEFAULT_RETENTION_MS } from "../src/store.js";
+import { describeStoreConformance } from "../src/testing.js";
 
 // The reference implementation runs the same suite as every other store; it needs no Redis.
-describeStoreConformance("MemoryStore", async ({ retentionMs = DEFAULT_RETENTION_MS }) => ({
-  store: new MemoryStore({ retentionMs }),
-  retentionMs,
-  teardown: async () => {},
-}));
+describeStoreConformance(
+  vitest,
+  "MemoryStore",
+  async ({ retentionMs = DEFAULT_RETENTION_MS, keepTaskIdentity }) => ({
+    store: new MemoryStore({ retentionMs, ...(keepTaskIdentity === undefined ? {} : { keepTaskIdentity }) }),
+    retentionMs,
+    teardown: async () => {},
+  }),
+);

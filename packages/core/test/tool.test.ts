@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  ApprovalStoreError,
+  assertApprovalTools,
   assertTransactionalTools,
   defineTool,
   InvalidInputError,
@@ -80,6 +82,40 @@ describe("defineTool", () => {
       assertTransactionalTools([tool], Object.assign(elsewhere, { database: "shop" })),
     ).not.toThrow();
     expect(() => assertTransactionalTools([charge], new MemoryStore())).not.toThrow();
+  });
+
+  it("takes an approval policy on effect tools only, true or a function", () => {
+    const base = { input: z.object({}), output: z.object({}), run: () => ({}) };
+    for (const kind of ["read", "write"] as const)
+      expect(() => defineTool({ ...base, name: "lookup", kind, approval: true } as never)).toThrow(
+        /invalid tool "lookup": approval is for effect tools only/,
+      );
+    expect(() => defineTool({ ...base, name: "pay", kind: "effect", approval: "yes" as never })).toThrow(
+      InvalidToolError,
+    );
+    expect(defineTool({ ...base, name: "pay", kind: "effect", approval: true }).approval).toBe(true);
+    const policy = (input: { amount?: number }) => ((input.amount ?? 0) > 100 ? "over 100" : undefined);
+    expect(defineTool({ ...base, name: "pay", kind: "effect", approval: policy }).approval).toBe(policy);
+  });
+
+  it("refuses, at start, an approval tool on a store that keeps no approval requests", () => {
+    const pay = defineTool({
+      name: "pay",
+      kind: "effect",
+      input: z.object({}),
+      output: z.object({}),
+      approval: true,
+      run: () => ({}),
+    });
+    const bare = new MemoryStore();
+    const withoutApprovals = {
+      ...bare,
+      retentionMs: bare.retentionMs,
+      claim: bare.claim.bind(bare),
+    } as never;
+    expect(() => assertApprovalTools([pay], withoutApprovals)).toThrow(ApprovalStoreError);
+    expect(() => assertApprovalTools([pay], new MemoryStore())).not.toThrow();
+    expect(() => assertApprovalTools([charge], withoutApprovals)).not.toThrow();
   });
 
   it("validates input and output with paths, not values", () => {

@@ -8,10 +8,10 @@ import {
   type Tool as McpTool,
   type ToolAnnotations,
 } from "@modelcontextprotocol/sdk/types.js";
-import { journal } from "@once/agent";
-import { type Dispatcher, InProcess } from "@once/bullmq";
+import { describeApproval, journal, pendingApprovalOf } from "@once/agent";
 import {
   type AnyTool,
+  type ApprovalPendingError,
   type CallFailedError,
   DEFAULT_NAMESPACE,
   InvalidToolError,
@@ -21,6 +21,7 @@ import {
   type ToolKind,
   validateKeyPart,
 } from "@once/core";
+import { type EffectDispatcher, InProcess } from "@once/engine";
 import { z } from "zod";
 import { ONCE_STEP_META, type OnceStep, readStep } from "./step.js";
 
@@ -37,17 +38,27 @@ export interface OnceMcpServerOptions {
    * Effect calls through this dispatcher to workers, instead of in this process. Read and write calls always
    * run here.
    */
-  dispatcher?: Dispatcher;
+  dispatcher?: EffectDispatcher;
   /** Lease of an effect call's owner, unless the tool sets its own. Default 30 s. */
   leaseMs?: number;
   /** Largest result stored, in bytes of JSON. Default 1 MiB. */
   maxResultBytes?: number;
+  /**
+   * How long a client that lost its answer (a crash, a cut connection) may take to call the same step again.
+   * The store's retention must cover it, with the leases and attempts, or the server refuses to start. Default 0.
+   */
+  resumeGapMs?: number;
 }
 
 /** What a result's `_meta` says about how it came: true when the store answered and nothing ran. */
 export const ONCE_REPLAYED_META = "once/replayed";
 /** What an error result's `_meta` carries for a once error: its stable code (e.g. `ONCE_CONFLICT`). */
 export const ONCE_ERROR_META = "once/error";
+/**
+ * What a pending result's `_meta` carries for a call that waits for a person's approval: the record's request
+ * (`PendingApproval`: key, tool, reason, requestedAt, expiresAt, and the command that approves it).
+ */
+export const ONCE_APPROVAL_META = "once/approval";
 
 /**
  * The hints each kind gives MCP clients. Only `read` promises to change nothing; only `write` promises a
@@ -81,6 +92,7 @@ export function onceMcpServer(options: OnceMcpServerOptions): Server {
     namespace,
     ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
     ...(options.maxResultBytes === undefined ? {} : { maxResultBytes: options.maxResultBytes }),
+    ...(options.resumeGapMs === undefined ? {} : { resumeGapMs: options.resumeGapMs }),
   };
   const unstepped = new InProcess({ ...settings, tools: options.tools.filter((t) => t.kind !== "effect") });
   const stepped = new Map(options.tools.map((declared) => [declared.name, journal(declared)]));
@@ -184,6 +196,15 @@ function refused(text: string, code?: string): CallToolResult {
  * every replay: an agent's next prompt, which holds it, must not change when the call is answered again.
  */
 function failed(declared: AnyTool, error: unknown): CallToolResult {
+  // Nothing ran, and nothing will until a person approves the record: the same call then runs once.
+  if (OnceError.is(error, "ONCE_APPROVAL_PENDING")) {
+    const pending = pendingApprovalOf(error as ApprovalPendingError);
+    return {
+      isError: true,
+      content: [{ type: "text", text: describeApproval(pending) }],
+      _meta: { [ONCE_ERROR_META]: "ONCE_APPROVAL_PENDING", [ONCE_APPROVAL_META]: { ...pending } },
+    };
+  }
   if (OnceError.is(error, "ONCE_CALL_FAILED") || OnceError.is(error, "ONCE_REPLAYED_FAILURE")) {
     const { stored } = error as CallFailedError | ReplayedFailureError;
     return refused(`${declared.name} failed: ${stored.name}: ${stored.message}`, "ONCE_CALL_FAILED");

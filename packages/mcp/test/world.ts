@@ -14,12 +14,13 @@ import { type OnceMcpServerOptions, onceMcpServer } from "../src/index.js";
 
 export let store: RedisStore;
 export let payments: PaymentsServer;
+export let prefix: string;
 
 const clients: Client[] = [];
 
 export function useMcpWorld(label: string): void {
   let redis: Redis;
-  const prefix = randomPrefix(label);
+  prefix = randomPrefix(label);
   beforeAll(async () => {
     redis = new Redis(redisUrl(), { maxRetriesPerRequest: null });
     store = await RedisStore.create({ redis, prefix });

@@ -1,4 +1,10 @@
-import { AgentTask, type AgentTaskOptions, type TurnStep, UnrecordedToolCallError } from "@once/agent";
+import {
+  AgentTask,
+  type AgentTaskOptions,
+  type PendingApproval,
+  type TurnStep,
+  UnrecordedToolCallError,
+} from "@once/agent";
 import {
   type AnyTool,
   type CallFailedError,
@@ -17,6 +23,7 @@ import {
   tool,
 } from "@openai/agents";
 import {
+  callIdsOf,
   type RecordedTurn,
   recordStream,
   replayResponse,
@@ -38,6 +45,11 @@ export interface OnceTask {
   modelProvider(provider: ModelProvider): ModelProvider;
   /** The SDK's function tools, for the `Agent`'s `tools`: each call runs once, keyed from the turn that made it. */
   readonly tools: FunctionTool[];
+  /**
+   * The approval request a tool call waits for, as its record holds it, for an interruption's
+   * `rawItem.callId`; `undefined` when this task found none for it.
+   */
+  approvalRequest(callId: string): PendingApproval | undefined;
   /**
    * The step a tool call of a recorded turn runs as, for tools that are not once's own (an MCP server's,
    * called with the step in the request): `UnrecordedToolCallError` for a call no recorded turn made.
@@ -76,6 +88,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
         ? {}
         : { supportsPromptModelSelection: inner.supportsPromptModelSelection }),
       async getResponse(request) {
+        await task.continueAfter(callIdsOf(request));
         const recorded = await task.turn(
           turnRequest("response", id, request),
           async (): Promise<RecordedTurn> => ({
@@ -89,6 +102,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
         return replayResponse(recorded as RecordedTurn & { mode: "response" });
       },
       async *getStreamedResponse(request): AsyncIterable<StreamEvent> {
+        await task.continueAfter(callIdsOf(request));
         const recorded = await task.turn(
           turnRequest("stream", id, request),
           () => recordStream(inner.getStreamedResponse(request)),
@@ -110,6 +124,7 @@ export function onceTask(options: OnceTaskOptions): OnceTask {
       getModel: async (name) => model(await provider.getModel(name), name ?? getDefaultModel()),
     }),
     tools,
+    approvalRequest: (callId) => task.approvalRequestOf(callId),
     stepOf: (toolName, toolCallId) => task.stepOf(toolName, toolCallId),
   };
 }
@@ -123,10 +138,24 @@ function functionTool(task: AgentTask, name: string, declared: AnyTool): Functio
       // The SDK takes zod objects in strict mode only: every field required (an optional one is sent as null).
       parameters: declared.input as never,
       strict: true,
+      // The SDK's interruption, asked of the call's record: pending until a person approves the record. The
+      // run state's own approve or reject is not the decision: the call runs only on an approved record (else
+      // it ends the run with ApprovalPendingError, or tells the model the stored denial).
+      ...(declared.kind === "effect" && declared.approval !== undefined
+        ? {
+            needsApproval: async (_context: unknown, input: unknown, callId?: string) => {
+              if (callId === undefined) return true;
+              await task.continueAfter([callId]);
+              return (await task.pendingApproval(name, callId, input)) !== undefined;
+            },
+          }
+        : {}),
       execute: async (input: unknown, _context, details) => {
         try {
           const callId = details?.toolCall?.callId;
           if (callId === undefined) throw new UnrecordedToolCallError(name, "(no call id)");
+          // A run state restored in another process makes the calls of a turn asked there.
+          await task.continueAfter([callId]);
           return await task.call(name, callId, input, details?.signal ? { signal: details.signal } : {});
         } catch (error) {
           if (storedFailure(error) === undefined && error instanceof Error) endsTheRun.add(error);

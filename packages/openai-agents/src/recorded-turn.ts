@@ -82,3 +82,12 @@ function parsedInput(text: string): unknown {
     return text;
   }
 }
+
+/**
+ * The ids of the function calls a request's history holds: a run resumed from a saved run state goes on after
+ * the recorded turn that made them (`AgentTask.continueAfter`).
+ */
+export function callIdsOf(request: ModelRequest): string[] {
+  if (typeof request.input === "string") return [];
+  return request.input.flatMap((item) => (item.type === "function_call" ? [item.callId] : []));
+}

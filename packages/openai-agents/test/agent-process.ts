@@ -6,38 +6,23 @@
 import { RedisStore } from "@once/redis";
 import { run, setTracingDisabled } from "@openai/agents";
 import { Redis } from "ioredis";
-import { agentChild } from "../../../test/support/agent-child.js";
+import { agentChild, crashPoints } from "../../../test/support/agent-child.js";
 import { onceTask } from "../src/index.js";
 import { orderAgent, orderTools, PROMPT } from "./order-agent.js";
 import { OrderAgentModel } from "./order-agent-model.js";
 
-const { config, emit, die } = agentChild();
+const child = agentChild();
+const { config, emit, die } = child;
+const crash = crashPoints(child);
 
 setTracingDisabled(true);
 const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
 const store = await RedisStore.create({ redis, prefix: config.prefix });
-let chargeStored: () => void = () => {};
-const charged = new Promise<void>((resolve) => {
-  chargeStored = resolve;
-});
-const tools = await orderTools(config.paymentsUrl, config.orderId, {
-  afterCharge: () => {
-    emit("charged");
-    if (config.killAt === "tool-call") return die("tool-call");
-  },
-  beforeEmail: async () => {
-    if (config.killAt !== "between-tool-calls") return;
-    await charged; // the charge is stored: the turn's first call is over, its second not begun
-    return die("between-tool-calls");
-  },
-});
+const tools = await orderTools(config.paymentsUrl, config.orderId, crash.toolHooks);
 const model = new OrderAgentModel(config.orderId, {
   // Heavy-tailed, as a model's latency is: mostly quick, one call in ten ten times slower.
   latencyMs: () => (Math.random() < 0.9 ? 5 + Math.random() * 20 : 100 + Math.random() * 200),
-  answering: (turn) => {
-    emit("model-call", { turn });
-    if (config.killAt === "model-call" && turn === 1) return die("model-call");
-  },
+  answering: crash.answering,
 });
 const task = onceTask({
   taskId: config.taskId,
@@ -51,7 +36,7 @@ if (chargeTool) {
   const invoke = chargeTool.invoke;
   chargeTool.invoke = async (...args) => {
     const result = await invoke(...args);
-    chargeStored();
+    crash.chargeStored();
     return result;
   };
 }

@@ -1,4 +1,4 @@
-// The order agent's once tools (apps/order-agent's, on the payments stand-in, which ignores idempotency keys:
+// The order agent's once tools (tools/order-agent's, on the payments stand-in, which ignores idempotency keys:
 // only once stands between a resumed run and a second charge or email), over an order book of its own, and
 // the SDK agent a test runs them with.
 

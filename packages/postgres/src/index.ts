@@ -9,6 +9,7 @@ export {
 } from "./check-postgres.js";
 export {
   PostgresConfigError,
+  type PostgresErrorCode,
   PostgresQueryError,
   PostgresSchemaError,
   PostgresVersionError,
@@ -20,6 +21,7 @@ export {
   type PostgresOperatorStoreOptions,
 } from "./postgres-operator-store.js";
 export { PostgresStore, type PostgresStoreOptions, type SweepResult } from "./postgres-store.js";
+export { RECORD_LAYOUT } from "./record-layout.js";
 export {
   type TransactionalToolSpec,
   type TransactionContext,

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { withClient } from "./checkout.js";
 import { PostgresSchemaError } from "./errors.js";
 import { migrations, SCHEMA_VERSION } from "./migrations.js";
 import type { Names } from "./names.js";
@@ -19,40 +20,34 @@ export interface MigrationResult {
  * one waits for the other, then finds nothing left to do; neither fails. A schema migrated by a newer build
  * is left alone and refused (PostgresSchemaError): downgrades are not supported.
  */
-export async function runMigrations(pool: Pool, names: Names): Promise<MigrationResult> {
-  const client = await pool.connect();
-  let broken = false;
-  try {
+export async function runMigrations(
+  pool: Pool,
+  names: Names,
+  options: { connectTimeoutMs: number },
+): Promise<MigrationResult> {
+  // A throw rolls the whole run back (withClient), the advisory lock with it.
+  return withClient(pool, { operation: "migration", ...options }, async (client) => {
     await client.query("begin");
-    try {
-      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [names.lockKey]);
-      await client.query(`create schema if not exists ${names.qSchema}`);
-      await client.query(
-        `create table if not exists ${names.q("migrations")} (version integer primary key, description text not null, applied_at timestamptz not null default now())`,
-      );
-      const from = await currentVersion(client, names);
-      if (from > SCHEMA_VERSION) throw newerSchema(names, from);
-      const applied: number[] = [];
-      for (const migration of migrations(names)) {
-        if (migration.version <= from) continue;
-        await client.query(migration.sql);
-        await client.query(`insert into ${names.q("migrations")} (version, description) values ($1, $2)`, [
-          migration.version,
-          migration.description,
-        ]);
-        applied.push(migration.version);
-      }
-      await client.query("commit");
-      return { from, to: Math.max(from, SCHEMA_VERSION), applied };
-    } catch (error) {
-      await client.query("rollback").catch(() => {
-        broken = true;
-      });
-      throw error;
+    await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [names.lockKey]);
+    await client.query(`create schema if not exists ${names.qSchema}`);
+    await client.query(
+      `create table if not exists ${names.q("migrations")} (version integer primary key, description text not null, applied_at timestamptz not null default now())`,
+    );
+    const from = await currentVersion(client, names);
+    if (from > SCHEMA_VERSION) throw newerSchema(names, from);
+    const applied: number[] = [];
+    for (const migration of migrations(names)) {
+      if (migration.version <= from) continue;
+      await client.query(migration.sql);
+      await client.query(`insert into ${names.q("migrations")} (version, description) values ($1, $2)`, [
+        migration.version,
+        migration.description,
+      ]);
+      applied.push(migration.version);
     }
-  } finally {
-    client.release(broken);
-  }
+    await client.query("commit");
+    return { from, to: Math.max(from, SCHEMA_VERSION), applied };
+  });
 }
 
 /**

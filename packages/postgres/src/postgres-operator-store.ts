@@ -1,13 +1,21 @@
-import type {
-  ListRequest,
-  OnceRecord,
-  OperatorResolveRequest,
-  OperatorStore,
-  RecordCounts,
-  RecordPage,
-  ResolveResult,
+import {
+  type CancelOutcome,
+  type CancelRequest,
+  DEFAULT_RETENTION_MS,
+  type DecisionResult,
+  type ListRequest,
+  type OnceRecord,
+  type OperatorDecisionRequest,
+  type OperatorResolveRequest,
+  type OperatorStore,
+  type RecordCounts,
+  type RecordPage,
+  type ResolveResult,
+  type TaskRecords,
+  type TaskRef,
 } from "@once/core";
-import { matchesFilter, RecordTally, resolveFenced } from "@once/core/internal";
+import { retentionOf } from "@once/core/internal";
+import { decideFenced, matchesFilter, RecordTally, resolveFenced } from "@once/core/store-kit";
 import type { Pool } from "pg";
 import { PostgresStore } from "./postgres-store.js";
 
@@ -22,6 +30,8 @@ export interface PostgresOperatorStoreOptions {
   label?: string;
   /** How long one call waits for PostgreSQL before StoreUnavailableError. Default 5000 ms. */
   timeoutMs?: number;
+  /** As the PostgresStore's: false keeps no namespace or task id on a task a cancel creates. Default true. */
+  keepTaskIdentity?: boolean;
 }
 
 const DEFAULT_SAMPLE = 10_000;
@@ -37,6 +47,7 @@ export class PostgresOperatorStore implements OperatorStore {
   readonly tablePrefix: string;
   readonly #pool: Pool;
   readonly #timeoutMs: number;
+  readonly #keepTaskIdentity: boolean;
   readonly #reader: PostgresStore;
 
   private constructor(options: PostgresOperatorStoreOptions, reader: PostgresStore) {
@@ -44,6 +55,7 @@ export class PostgresOperatorStore implements OperatorStore {
     this.schema = options.schema ?? "once";
     this.tablePrefix = options.tablePrefix ?? "";
     this.#timeoutMs = options.timeoutMs ?? 5_000;
+    this.#keepTaskIdentity = options.keepTaskIdentity ?? true;
     this.#reader = reader;
     this.label = options.label ?? `PostgreSQL ${this.schema}.${this.tablePrefix}records`;
   }
@@ -116,20 +128,47 @@ export class PostgresOperatorStore implements OperatorStore {
   }
 
   resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
-    return resolveFenced(
-      this,
-      (retentionMs) =>
-        PostgresStore.create({
-          pool: this.#pool,
-          schema: this.schema,
-          tablePrefix: this.tablePrefix,
-          migrate: false,
-          checks: false,
-          timeoutMs: this.#timeoutMs,
-          retentionMs,
-        }),
-      key,
-      request,
+    return resolveFenced(this, (retentionMs) => this.#storeWith(retentionMs), key, request);
+  }
+
+  approve(key: string, request: OperatorDecisionRequest): Promise<DecisionResult> {
+    return decideFenced(this, (retentionMs) => this.#storeWith(retentionMs), key, "approved", request);
+  }
+
+  deny(key: string, request: OperatorDecisionRequest): Promise<DecisionResult> {
+    return decideFenced(this, (retentionMs) => this.#storeWith(retentionMs), key, "denied", request);
+  }
+
+  /**
+   * Cancels the task through the store's own function. The cancellation and the records it writes get the
+   * longest retention any of the task's records was written with (the default when it has none yet), so the
+   * task stays cancelled while any of them could be retried.
+   */
+  async cancel(task: TaskRef, request: CancelRequest): Promise<CancelOutcome> {
+    const now = await this.now();
+    const { records } = await this.#reader.readTask(task);
+    const retentionMs = records.reduce(
+      (longest, record) => Math.max(longest, retentionOf(record, now)),
+      records.length === 0 ? DEFAULT_RETENTION_MS : 0,
     );
+    return (await this.#storeWith(retentionMs)).cancelTask(task, request);
+  }
+
+  task(task: TaskRef): Promise<TaskRecords> {
+    return this.#reader.readTask(task);
+  }
+
+  /** The store's own functions, with the retention a written record gets. */
+  #storeWith(retentionMs: number): Promise<PostgresStore> {
+    return PostgresStore.create({
+      pool: this.#pool,
+      schema: this.schema,
+      tablePrefix: this.tablePrefix,
+      migrate: false,
+      checks: false,
+      timeoutMs: this.#timeoutMs,
+      retentionMs,
+      keepTaskIdentity: this.#keepTaskIdentity,
+    });
   }
 }

@@ -1,18 +1,12 @@
-import type { ClaimOutcome, StoredError, WriteOutcome } from "@once/core";
-import { retryAfterFor } from "@once/core/internal";
+import type { ApprovalRequestOutcome, CancelOutcome, ClaimOutcome, WriteOutcome } from "@once/core";
+import { decodeApprovalRequest, decodeClaim, decodeWrite } from "@once/core/internal";
 import { PostgresQueryError } from "./errors.js";
 
-// The codes the SQL functions answer with; the same as the Lua scripts of @once/redis.
-const ACQUIRED = 1;
-const TAKEOVER = 2;
-const RECONCILE = 3;
-const REPLAY = 4;
-const REPLAY_ERROR = 5;
-const IN_FLIGHT = 6;
-const CONFLICT = 7;
-const OK = 10;
-const LOST = 11;
-const REFUSED = 12;
+// The SQL functions answer with the codes of the Lua scripts of @once/redis; what each code means is
+// @once/core's (decodeClaim, decodeWrite). A row only names the fields.
+
+// A record's stored error, read back as the claim's is (to-record.ts).
+export { storedError } from "@once/core/internal";
 
 /** A row of the claim function. Bigints arrive as strings. */
 export interface ClaimRow {
@@ -25,6 +19,36 @@ export interface ClaimRow {
   result: string | null;
   trace: string | null;
   remaining: string | null;
+  /** The row's layout, with a replay (schema version 2 on). */
+  layout: number | null;
+  /** A grant: whether the record holds a person's approval (schema version 3 on). */
+  approved?: boolean | null;
+  /** awaiting_approval: when the request was made and when it expires. */
+  approval_at?: string | null;
+  approval_until?: string | null;
+  /** cancelled: the task's cancellation (schema version 4 on). */
+  cancelled_by?: string | null;
+  cancelled_why?: string | null;
+  cancelled_at?: string | null;
+}
+
+/** A row of the cancel_task function. */
+export interface CancelRow {
+  outcome: string;
+  cancelled_by: string;
+  cancelled_why: string;
+  cancelled_at: string;
+  stopped: string[];
+  running: string[];
+}
+
+/** A row of the request_approval function. */
+export interface ApprovalRequestRow {
+  code: number;
+  fence: string | null;
+  detail: string | null;
+  approval_at: string | null;
+  approval_until: string | null;
 }
 
 /** A row of an owner write or resolve. */
@@ -33,93 +57,85 @@ export interface WriteRow {
   fence: string | null;
   lease_until: string | null;
   detail: string | null;
+  /** A heartbeat's: the task was cancelled while this owner's effect ran (schema version 4 on). */
+  cancel_requested?: boolean | null;
 }
 
-/** The claim function's coded row as its outcome; the only place that knows the codes. */
+/** The claim function's coded row as its outcome. */
 export function claimOutcome(row: ClaimRow | undefined): ClaimOutcome {
-  if (!row) return malformed("claim", row);
-  switch (row.code) {
-    case ACQUIRED:
-      return { outcome: "acquired", ...ownership(row) };
-    case TAKEOVER:
-      return { outcome: "takeover", ...ownership(row) };
-    case RECONCILE: {
-      const from = row.detail;
-      if (from !== "claimed" && from !== "reconciling" && from !== "unknown") return malformed("claim", row);
-      return { outcome: "reconcile", from, ...ownership(row) };
-    }
-    case REPLAY:
-      return {
-        outcome: "replay",
-        result: row.result ?? "null",
-        fence: int("claim", row.fence),
-        ...traced(row),
-      };
-    case REPLAY_ERROR:
-      return {
-        outcome: "replay_error",
-        error: storedError(row.result),
-        fence: int("claim", row.fence),
-        ...traced(row),
-      };
-    case IN_FLIGHT: {
-      const state = row.detail;
-      if (state !== "claimed" && state !== "reconciling") return malformed("claim", row);
-      return {
-        outcome: "in_flight",
-        retryAfterMs: retryAfterFor(int("claim", row.remaining)),
-        state,
-        fence: int("claim", row.fence),
-      };
-    }
-    case CONFLICT:
-      return { outcome: "conflict", tool: row.detail ?? "" };
-  }
-  return malformed("claim", row);
+  const malformed = () => rowError("claim", row);
+  if (!row) return malformed();
+  return decodeClaim(
+    {
+      code: row.code,
+      fence: row.fence,
+      token: row.token,
+      leaseUntil: row.lease_until,
+      claims: row.claims,
+      detail: row.detail,
+      result: row.result,
+      trace: row.trace,
+      remaining: row.remaining,
+      approved: row.approved,
+      requestedAt: row.approval_at,
+      expiresAt: row.approval_until,
+      cancelBy: row.cancelled_by,
+      cancelWhy: row.cancelled_why,
+      cancelAt: row.cancelled_at,
+    },
+    malformed,
+  );
+}
+
+/** The cancel_task function's row as its outcome. */
+export function cancelOutcome(row: CancelRow | undefined): CancelOutcome {
+  if (
+    !row ||
+    (row.outcome !== "cancelled" && row.outcome !== "already_cancelled") ||
+    !Array.isArray(row.stopped) ||
+    !Array.isArray(row.running)
+  )
+    return rowError("cancel-task", row);
+  return {
+    outcome: row.outcome,
+    cancellation: { by: row.cancelled_by, why: row.cancelled_why, at: Number(row.cancelled_at) },
+    stopped: row.stopped,
+    running: row.running,
+  };
+}
+
+/** The request_approval function's coded row as its outcome. */
+export function approvalRequestOutcome(row: ApprovalRequestRow | undefined): ApprovalRequestOutcome {
+  const malformed = () => rowError("request-approval", row);
+  if (!row) return malformed();
+  return decodeApprovalRequest(
+    {
+      code: row.code,
+      fence: row.fence,
+      detail: row.detail,
+      requestedAt: row.approval_at,
+      expiresAt: row.approval_until,
+    },
+    malformed,
+  );
 }
 
 /** An owner write's (or resolve's) coded row as its outcome. */
 export function writeOutcome(transition: string, row: WriteRow | undefined): WriteOutcome {
-  if (!row) return malformed(transition, row);
-  switch (row.code) {
-    case OK:
-      return row.lease_until === null
-        ? { outcome: "ok", fence: int(transition, row.fence) }
-        : { outcome: "ok", fence: int(transition, row.fence), leaseUntil: int(transition, row.lease_until) };
-    case LOST:
-      return { outcome: "lost" };
-    case REFUSED:
-      return { outcome: "refused", reason: row.detail ?? "" };
-  }
-  return malformed(transition, row);
+  const malformed = () => rowError(transition, row);
+  if (!row) return malformed();
+  return decodeWrite(
+    {
+      code: row.code,
+      fence: row.fence,
+      leaseUntil: row.lease_until,
+      detail: row.detail,
+      cancelRequested: row.cancel_requested,
+    },
+    malformed,
+  );
 }
 
-function ownership(row: ClaimRow) {
-  if (typeof row.token !== "string") return malformed("claim", row);
-  return {
-    token: row.token,
-    fence: int("claim", row.fence),
-    leaseUntil: int("claim", row.lease_until),
-    claims: int("claim", row.claims),
-  };
-}
-
-function traced(row: ClaimRow): { trace?: string } {
-  return typeof row.trace === "string" ? { trace: row.trace } : {};
-}
-
-/** Mirrors MemoryStore: a failed record always replays some error, even a bare one. */
-export function storedError(json: string | null): StoredError {
-  if (typeof json !== "string") return { name: "Error", message: "failed" };
-  return JSON.parse(json) as StoredError;
-}
-
-function int(transition: string, value: unknown): number {
-  const n = typeof value === "string" ? Number(value) : value;
-  if (typeof n !== "number" || !Number.isSafeInteger(n)) return malformed(transition, value);
-  return n;
-}
-
-function malformed(transition: string, row: unknown): never {
+function rowError(transition: string, row: unknown): never {
   throw new PostgresQueryError(transition, `unexpected row ${JSON.stringify(row)}`);
 }

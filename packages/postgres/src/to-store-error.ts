@@ -4,9 +4,10 @@ import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 // SQLSTATE classes and codes that mean "the database cannot take this right now", not "the statement is
 // wrong": connection exceptions, insufficient resources, operator intervention (shutdown, crash recovery,
 // idle-session timeouts), serialization failures and deadlocks, a read-only transaction after a failover, a
-// lock not available, a query cancelled by a timeout.
+// session ended for sitting idle in its transaction (the timeout a transactional effect sets from its lease),
+// a lock not available, a query cancelled by a timeout.
 const UNAVAILABLE_CLASSES = ["08", "53", "57", "40"];
-const UNAVAILABLE_CODES = ["25006", "55P03", "57014"];
+const UNAVAILABLE_CODES = ["25006", "25P03", "55P03", "57014"];
 
 /**
  * Sorts an error from a store call. Anything between us and a working PostgreSQL (a refused or cut
@@ -32,20 +33,4 @@ export function toStoreError(operation: string, error: unknown): Error {
   // Errors thrown by our own code are bugs, not outages: let them through as they are.
   if (error instanceof TypeError || error instanceof RangeError) return error;
   return new StoreUnavailableError(operation, { cause: error });
-}
-
-/** Settles like `promise`, or rejects after `timeoutMs` when PostgreSQL has not answered. */
-export async function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`PostgreSQL did not answer within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -1,17 +1,22 @@
 import { randomBytes } from "node:crypto";
 import { type ClaimRequest, StoreUnavailableError } from "@once/core";
-import { postgresUrl, randomSchema } from "@once/support";
+import { describeStoreConformance } from "@once/core/testing";
+import { pollUntil, postgresUrl, randomSchema } from "@once/support";
 import pg from "pg";
+import * as vitest from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeStoreConformance } from "../../../test/support/store-conformance.js";
 import {
   PostgresConfigError,
+  PostgresOperatorStore,
   PostgresQueryError,
   PostgresSchemaError,
   PostgresStore,
   PostgresVersionError,
+  RECORD_LAYOUT,
   SCHEMA_VERSION,
 } from "../src/index.js";
+import { migrations } from "../src/migrations.js";
+import { namesFor } from "../src/names.js";
 
 // Long enough that a record outlives any test.
 const RETENTION_MS = 10 * 60 * 1000;
@@ -45,17 +50,26 @@ afterAll(async () => {
   await pool.end();
 });
 
-describeStoreConformance("PostgresStore", async ({ retentionMs = RETENTION_MS }) => {
-  const schema = randomSchema("conformance");
-  const store = await PostgresStore.create({ pool, schema, retentionMs });
-  return {
-    store,
-    retentionMs,
-    teardown: async () => {
-      await pool.query(`drop schema if exists "${schema}" cascade`);
-    },
-  };
-});
+describeStoreConformance(
+  vitest,
+  "PostgresStore",
+  async ({ retentionMs = RETENTION_MS, keepTaskIdentity }) => {
+    const schema = randomSchema("conformance");
+    const store = await PostgresStore.create({
+      pool,
+      schema,
+      retentionMs,
+      ...(keepTaskIdentity === undefined ? {} : { keepTaskIdentity }),
+    });
+    return {
+      store,
+      retentionMs,
+      teardown: async () => {
+        await pool.query(`drop schema if exists "${schema}" cascade`);
+      },
+    };
+  },
+);
 
 describe("PostgresStore", () => {
   it("keeps one row per key in <schema>.<prefix>records, with the database's clock", async () => {
@@ -89,7 +103,8 @@ describe("PostgresStore", () => {
   it("records its schema version, and migrating again applies nothing", async () => {
     const schema = schemaFor("version");
     const first = await PostgresStore.create({ pool, schema });
-    expect(first.migration).toEqual({ from: 0, to: SCHEMA_VERSION, applied: [SCHEMA_VERSION] });
+    const every = Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1);
+    expect(first.migration).toEqual({ from: 0, to: SCHEMA_VERSION, applied: every });
     const second = await PostgresStore.create({ pool, schema });
     expect(second.migration).toEqual({ from: SCHEMA_VERSION, to: SCHEMA_VERSION, applied: [] });
     const { rows } = await pool.query(`select version, description from "${schema}".migrations`);
@@ -103,7 +118,9 @@ describe("PostgresStore", () => {
     try {
       const stores = await Promise.all(pools.map((p) => PostgresStore.create({ pool: p, schema })));
       const applied = stores.map((s) => s.migration?.applied ?? []);
-      expect(applied.filter((a) => a.length > 0)).toEqual([[SCHEMA_VERSION]]);
+      expect(applied.filter((a) => a.length > 0)).toEqual([
+        Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1),
+      ]);
       expect(applied.filter((a) => a.length === 0)).toHaveLength(3);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
@@ -153,9 +170,9 @@ describe("PostgresStore", () => {
     const count = async () =>
       Number((await pool.query(`select count(*) as n from "${schema}".records`)).rows[0].n);
     expect(await count()).toBe(25);
-    expect(await store.sweep({ batchSize: 10 })).toEqual({ deleted: 25, batches: 3 });
+    expect(await store.sweep({ batchSize: 10 })).toEqual({ deleted: 25, batches: 3, tasks: 0 });
     expect(await count()).toBe(0);
-    expect(await store.sweep()).toEqual({ deleted: 0, batches: 1 });
+    expect(await store.sweep()).toEqual({ deleted: 0, batches: 1, tasks: 0 });
   });
 
   it("surfaces a corrupt record as a bug (PostgresQueryError), never as unavailability", async () => {
@@ -168,6 +185,78 @@ describe("PostgresStore", () => {
     const error = await store.claim(request(key)).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PostgresQueryError);
     expect((error as Error).message).toContain("bogus");
+  });
+
+  it("refuses a row of a newer layout wherever it is read: RecordLayoutError naming both numbers, nothing changed", async () => {
+    const schema = schemaFor("newer_layout");
+    const store = await PostgresStore.create({ pool, schema });
+    const operator = await PostgresOperatorStore.create({ pool, schema });
+    const newer = RECORD_LAYOUT + 1;
+    const settled = async (settle: (key: string, token: string) => Promise<unknown>) => {
+      const key = randomKey();
+      const claim = await store.claim(request(key));
+      if (claim.outcome !== "acquired") throw new Error(`expected acquired, got ${claim.outcome}`);
+      await settle(key, claim.token);
+      return key;
+    };
+    const keys = [
+      await settled((key, token) => store.complete(key, token, '{"id":1}')),
+      await settled((key, token) => store.failTerminal(key, token, { name: "Error", message: "declined" })),
+    ];
+    await pool.query(`update "${schema}".records set layout = $1`, [newer]);
+    const row = (key: string) => pool.query(`select * from "${schema}".records where key = $1`, [key]);
+    for (const key of keys) {
+      const before = (await row(key)).rows;
+      const refused = {
+        name: "RecordLayoutError",
+        code: "ONCE_RECORD_LAYOUT",
+        key,
+        layout: newer,
+        knownLayout: RECORD_LAYOUT,
+        message: `@once/postgres record ${key} was written by layout ${newer}, this reader knows up to ${RECORD_LAYOUT}: upgrade it; nothing was read or run`,
+      };
+      await expect(store.claim(request(key))).rejects.toMatchObject(refused);
+      await expect(store.get(key)).rejects.toMatchObject(refused);
+      await expect(operator.get(key)).rejects.toMatchObject(refused);
+      expect((await row(key)).rows).toEqual(before);
+    }
+    await expect(operator.list({ limit: 10 })).rejects.toMatchObject({ code: "ONCE_RECORD_LAYOUT" });
+    await expect(operator.count()).rejects.toMatchObject({ code: "ONCE_RECORD_LAYOUT" });
+  });
+
+  it("reads a row written before rows had a layout (schema version 1) as it always did", async () => {
+    const schema = schemaFor("layout_v1");
+    const names = namesFor(schema, "");
+    const [v1] = migrations(names);
+    // The schema as the first release left it: its ledger, version 1, and a record its functions wrote.
+    await pool.query(`create schema "${schema}"`);
+    await pool.query(
+      `create table "${schema}".migrations (version integer primary key, description text not null, applied_at timestamptz not null default now())`,
+    );
+    await pool.query(v1?.sql ?? "");
+    await pool.query(`insert into "${schema}".migrations (version, description) values (1, $1)`, [
+      v1?.description,
+    ]);
+    const key = randomKey();
+    const claim = await pool.query(
+      `select * from "${schema}".claim($1, 'fp', 'charge_card', 'effect', 10000, 600000, 'abc', '')`,
+      [key],
+    );
+    await pool.query(`select * from "${schema}".complete($1, $2, '{"id":1}', 600000)`, [
+      key,
+      claim.rows[0].token,
+    ]);
+
+    const store = await PostgresStore.create({ pool, schema });
+    expect(store.migration).toMatchObject({ from: 1, applied: [2, 3, 4, 5] });
+    expect(await store.claim(request(key))).toMatchObject({
+      outcome: "replay",
+      result: '{"id":1}',
+      fence: 1,
+    });
+    expect(await store.get(key)).toMatchObject({ state: "done", result: '{"id":1}' });
+    const { rows } = await pool.query(`select layout from "${schema}".records where key = $1`, [key]);
+    expect(rows).toEqual([{ layout: 1 }]);
   });
 
   it("rejects a lease that is not a positive integer before talking to PostgreSQL", async () => {
@@ -228,6 +317,36 @@ describe("PostgresStore", () => {
   });
 });
 
+describe("checkouts", () => {
+  it("gives a client the pool hands over late back to it: a transaction that stopped waiting leaks nothing", async () => {
+    const small = new pg.Pool({ connectionString: postgresUrl(), max: 1 });
+    try {
+      const store = await PostgresStore.create({ pool: small, schema: schemaFor("late"), timeoutMs: 300 });
+      const key = randomKey();
+      const claim = await store.claim(request(key));
+      if (claim.outcome !== "acquired") throw new Error(claim.outcome);
+      // The pool's one connection, held here: the transaction's checkout waits for it, then gives up.
+      const held = await small.connect();
+      let ran = false;
+      const work = async () => {
+        ran = true;
+        return "1";
+      };
+      const error = await store
+        .completeInTransaction(key, claim.token, work, { leaseMs: 10_000 })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(ran).toBe(false);
+      // Released, it goes to the checkout that gave up, which must hand it straight back.
+      held.release();
+      expect(await pollUntil(() => small.idleCount === 1, { timeoutMs: 5_000 })).toBe(true);
+      expect(await store.complete(key, claim.token, "1")).toMatchObject({ outcome: "ok" });
+    } finally {
+      await small.end();
+    }
+  });
+});
+
 /**
  * Counts the queries the store's pool sends on its connections: each is one round trip to the server (pg
  * sends a query's parse, bind and execute together and waits once).
@@ -246,7 +365,7 @@ function countingPool(): { pool: pg.Pool; sent: string[] } {
 }
 
 describe("round trips", () => {
-  it("costs exactly one query per transition, replay and read", async () => {
+  it("costs exactly one query per transition, replay and read, cancel and task read included", async () => {
     const { pool: counted, sent } = countingPool();
     const schema = schemaFor("trips");
     try {
@@ -283,6 +402,13 @@ describe("round trips", () => {
           store.resolve(other, { decision: { as: "not_applied" }, by: "ops", why: "checked" }),
         ),
       ).toBe(1);
+
+      // A task: a claim naming it, the cancel (whatever it reaches) and the read of its records.
+      const task = { namespace: "trips", taskId: `task-${randomKey().slice(0, 8)}` };
+      for (const stepId of ["a", "b", "c"])
+        expect(await trips(() => store.claim(request(randomKey(), { task: { ...task, stepId } })))).toBe(1);
+      expect(await trips(() => store.cancelTask(task, { by: "ops", why: "trips" }))).toBe(1);
+      expect(await trips(() => store.readTask(task))).toBe(1);
 
       // A transactional effect: begin, the effect's own statements, complete, commit.
       const tx = randomKey();

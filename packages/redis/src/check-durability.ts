@@ -1,3 +1,4 @@
+import { withTimeout } from "@once/core/store-kit";
 import type { Cluster, Redis } from "ioredis";
 import { ReplyError } from "ioredis";
 import { RedisConfigError } from "./errors.js";
@@ -6,7 +7,6 @@ import { parseInfo } from "./parse-info.js";
 import { olderThan } from "./redis-version.js";
 import { toStoreError } from "./to-store-error.js";
 import { waitUntilReady } from "./wait-until-ready.js";
-import { withTimeout } from "./with-timeout.js";
 
 /** The oldest Redis with `WAITAOF`. Any Valkey has it. */
 const WAITAOF_SINCE = [7, 2] as const;
@@ -25,7 +25,7 @@ export async function checkDurability(
   await waitUntilReady(redis, timeoutMs, operation);
   const masters = redis.isCluster ? (redis as Cluster).nodes("master") : [redis as Redis];
   try {
-    await withTimeout(Promise.all(masters.map((node) => checkNode(node, durability))), timeoutMs);
+    await withTimeout(Promise.all(masters.map((node) => checkNode(node, durability))), timeoutMs, "Redis");
   } catch (error) {
     throw toStoreError(operation, error);
   }

@@ -1,41 +1,16 @@
 import { StoreUnavailableError } from "@once/core";
+import { withTimeout } from "@once/core/store-kit";
 import type { Cluster, Redis } from "ioredis";
 import { inspectNode, type NodeFacts, type RedisNodeReport } from "./inspect-node.js";
-import { type NodeCheck, nodeChecks } from "./node-checks.js";
+import { type NodeCheck, type NodeCheckOptions, nodeChecks, type RedisCheck } from "./node-checks.js";
 import { olderThan, versionParts } from "./redis-version.js";
 import { toStoreError } from "./to-store-error.js";
 import { waitUntilReady } from "./wait-until-ready.js";
-import { withTimeout } from "./with-timeout.js";
 
-/**
- * How strictly to judge: `startup` is what RedisStore.create refuses and warns about; `production` (what
- * `once doctor` applies) also fails what loses records in a crash or a restart, and judges memory.
- */
-export type CheckLevel = "startup" | "production";
-
-/** `fail` can cause duplicates; `warn` deserves a look. */
-export type CheckStatus = "ok" | "warn" | "fail";
-
-/** One thing checked on one server (or, with node `cluster`, across the masters of a cluster). */
-export interface RedisCheck {
-  node: string;
-  /** What was checked: a setting (`maxmemory-policy`, `appendfsync`, …) or `version`, `role`, `cluster`. */
-  check: string;
-  status: CheckStatus;
-  detail: string;
-  /** What to change, when there is something to change. */
-  fix?: string;
-}
-
-export interface CheckRedisOptions {
-  /** Accept a `maxmemory-policy` other than `noeviction` (an evicted record can repeat an effect). Default false. */
-  allowEviction?: boolean;
+/** What diagnoseRedis and checkRedis judge against, and how long they wait. */
+export interface CheckRedisOptions extends NodeCheckOptions {
   /** How long to wait for Redis before failing with StoreUnavailableError. Default 5000 ms. */
   timeoutMs?: number;
-  /** Default `startup`. */
-  level?: CheckLevel;
-  /** The store's durability (RedisStore's option): judged against the replicas each master has connected. */
-  durability?: { replicas: number };
 }
 
 /**
@@ -72,7 +47,7 @@ export async function diagnoseRedis(
   }
   let inspected: NodeFacts[];
   try {
-    inspected = await withTimeout(Promise.all(nodes.map((node) => inspectNode(node))), timeoutMs);
+    inspected = await withTimeout(Promise.all(nodes.map((node) => inspectNode(node))), timeoutMs, "Redis");
   } catch (error) {
     throw toStoreError(operation, error);
   }

@@ -1,11 +1,14 @@
 import { OnceError } from "@once/core";
 
+/** The codes of @once/redis's errors: stable, safe to match on. */
+export type RedisErrorCode = "ONCE_REDIS_CONFIG" | "ONCE_REDIS_SCRIPT";
+
 /**
  * The Redis behind the store is set up in a way that can lose records or break the protocol (an evicting
  * `maxmemory-policy`, a version older than 6.2, a read-only replica, a cluster node reached without a
  * Cluster client, an ACL that forbids scripts). `setting` names what to change; the message says how.
  */
-export class RedisConfigError extends OnceError {
+export class RedisConfigError extends OnceError<"ONCE_REDIS_CONFIG"> {
   constructor(
     readonly setting: string,
     message: string,
@@ -19,7 +22,7 @@ export class RedisConfigError extends OnceError {
  * Redis rejected one of once's scripts for a reason other than being unavailable. That is a bug in
  * @once/redis (or a record written by something else), never an outcome to retry.
  */
-export class RedisScriptError extends OnceError {
+export class RedisScriptError extends OnceError<"ONCE_REDIS_SCRIPT"> {
   constructor(
     readonly script: string,
     reason: string,

@@ -1,17 +1,16 @@
 export { checkDurability } from "./check-durability.js";
 export { checkRedis } from "./check-redis.js";
+export { type CheckRedisOptions, diagnoseRedis, type RedisReport } from "./diagnose-redis.js";
 export {
-  type CheckLevel,
-  type CheckRedisOptions,
-  type CheckStatus,
-  diagnoseRedis,
-  type RedisCheck,
-  type RedisReport,
-} from "./diagnose-redis.js";
-export { RedisConfigError, RedisScriptError } from "./errors.js";
+  RedisConfigError,
+  type RedisErrorCode,
+  RedisScriptError,
+} from "./errors.js";
 export type { RedisNodeReport } from "./inspect-node.js";
 export { nodeAddress } from "./node-address.js";
+export type { CheckLevel, CheckStatus, RedisCheck } from "./node-checks.js";
 export { parseInfo } from "./parse-info.js";
+export { RECORD_LAYOUT } from "./record-layout.js";
 export {
   databaseSize,
   RedisOperatorStore,

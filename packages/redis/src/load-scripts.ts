@@ -2,14 +2,24 @@ import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import type { Cluster, Redis } from "ioredis";
 import { RedisScriptError } from "./errors.js";
+import { replyText } from "./record-bytes.js";
 import { commandName, SCRIPT_NAMES, type ScriptName } from "./script-names.js";
 
-/** Runs one of once's scripts on one key; resolves with the script's raw reply. */
+/** What a script takes after its keys: text, numbers, and the bytes of a fingerprint or a traceparent. */
+export type ScriptArg = string | number | Buffer;
+
+/**
+ * Runs one of once's scripts on its key (or keys, in the order of its contract); resolves with its reply, its
+ * strings as text (the replies of BYTES_REPLIES are read as bytes and turned into text by record-bytes.ts).
+ */
 export type RunScript = (
   script: ScriptName,
-  key: string,
-  args: readonly (string | number)[],
+  keys: string | readonly string[],
+  args: readonly ScriptArg[],
 ) => Promise<unknown>;
+
+/** The scripts whose replies can carry a fingerprint's or a traceparent's bytes (record-bytes.ts reads them). */
+export const BYTES_REPLIES: ReadonlySet<ScriptName> = new Set(["claim", "claim-filed", "get", "read-task"]);
 
 export interface ScriptFile {
   name: ScriptName;
@@ -41,8 +51,8 @@ export interface Confirmed {
  */
 export type RunConfirmed = (
   script: ScriptName | undefined,
-  key: string,
-  args: readonly (string | number)[],
+  keys: string | readonly string[],
+  args: readonly ScriptArg[],
   confirmation: Confirmation,
 ) => Promise<Confirmed>;
 
@@ -52,11 +62,11 @@ export interface Scripts {
   runConfirmed: RunConfirmed;
 }
 
-type Pipeline = Record<string, (...args: (string | number)[]) => Pipeline> & {
+type Pipeline = Record<string, (...args: ScriptArg[]) => Pipeline> & {
   exec(): Promise<[Error | null, unknown][] | null>;
 };
 
-type Eval = (script: string, numberOfKeys: number, ...args: (string | number)[]) => Promise<unknown>;
+type Eval = (script: string, numberOfKeys: number, ...args: ScriptArg[]) => Promise<unknown>;
 
 let files: Promise<ScriptFile[]> | undefined;
 
@@ -68,33 +78,42 @@ let files: Promise<ScriptFile[]> | undefined;
  * fallback but add a closure, a WeakSet lookup and a copy of the arguments to every call.
  */
 export async function loadScripts(client: Redis | Cluster): Promise<Scripts> {
-  files ??= readScriptFiles();
-  const scripts = await files.catch((error: unknown) => {
-    files = undefined;
-    throw error;
-  });
+  const scripts = await scriptFiles();
   const byName = new Map(scripts.map((file) => [file.name, file]));
   const fileOf = (script: ScriptName): ScriptFile => {
     const file = byName.get(script);
     if (file === undefined) throw new RedisScriptError(commandName(script), "no such script in this build");
     return file;
   };
-  const evalsha = client.evalsha.bind(client) as Eval;
-  const evalText = client.eval.bind(client) as Eval;
-
-  const run: RunScript = (script, key, args) => {
-    const { sha1, lua, numberOfKeys } = fileOf(script);
-    return evalsha(sha1, numberOfKeys, key, ...args).catch((error: unknown) => {
-      if (!isNoScript(error)) throw error;
-      return evalText(lua, numberOfKeys, key, ...args);
-    });
+  const asText = { evalsha: client.evalsha.bind(client) as Eval, eval: client.eval.bind(client) as Eval };
+  const asBytes = {
+    evalsha: ((...args) => client.callBuffer("EVALSHA", ...args)) as Eval,
+    eval: ((...args) => client.callBuffer("EVAL", ...args)) as Eval,
   };
 
-  const runConfirmed: RunConfirmed = async (script, key, args, confirmation) => {
+  const run: RunScript = (script, keys, args) => {
+    const { sha1, lua, numberOfKeys } = fileOf(script);
+    const named = typeof keys === "string" ? [keys] : keys;
+    if (!BYTES_REPLIES.has(script))
+      return asText.evalsha(sha1, numberOfKeys, ...named, ...args).catch((error: unknown) => {
+        if (!isNoScript(error)) throw error;
+        return asText.eval(lua, numberOfKeys, ...named, ...args);
+      });
+    return asBytes.evalsha(sha1, numberOfKeys, ...named, ...args).then(
+      (reply) => replyText(script, reply),
+      (error: unknown) => {
+        if (!isNoScript(error)) throw error;
+        return asBytes.eval(lua, numberOfKeys, ...named, ...args).then((reply) => replyText(script, reply));
+      },
+    );
+  };
+
+  const runConfirmed: RunConfirmed = async (script, keys, args, confirmation) => {
     const file = script === undefined ? undefined : fileOf(script);
-    let replies = await confirmedPipeline(client, file, "evalsha", key, args, confirmation);
+    const named = typeof keys === "string" ? [keys] : keys;
+    let replies = await confirmedPipeline(client, file, "evalsha", named, args, confirmation);
     if (file !== undefined && isNoScript(replies[0]?.[0]))
-      replies = await confirmedPipeline(client, file, "eval", key, args, confirmation);
+      replies = await confirmedPipeline(client, file, "eval", named, args, confirmation);
     const [ran, waited] = replies;
     if (ran?.[0]) throw ran[0];
     if (waited?.[0]) throw waited[0];
@@ -102,7 +121,9 @@ export async function loadScripts(client: Redis | Cluster): Promise<Scripts> {
     const answer = waited?.[1];
     const [local, onReplicas] = Array.isArray(answer) ? answer.map(Number) : [1, Number(answer)];
     const acknowledged = (local ?? 0) >= 1 ? (onReplicas ?? 0) : 0;
-    return { reply: ran?.[1], acknowledged };
+    const reply =
+      file !== undefined && BYTES_REPLIES.has(file.name) ? replyText(file.name, ran?.[1]) : ran?.[1];
+    return { reply, acknowledged };
   };
 
   return { run, runConfirmed };
@@ -113,14 +134,19 @@ async function confirmedPipeline(
   client: Redis | Cluster,
   file: ScriptFile | undefined,
   how: "evalsha" | "eval",
-  key: string,
-  args: readonly (string | number)[],
+  keys: readonly string[],
+  args: readonly ScriptArg[],
   { replicas, timeoutMs, fsync }: Confirmation,
 ): Promise<[Error | null, unknown][]> {
   const pipeline = (client as unknown as { pipeline(): Pipeline }).pipeline();
   // Without a script, EXISTS gives the pipeline its key, so a Cluster routes the WAIT to that key's master.
-  if (file === undefined) pipeline.exists?.(key);
-  else pipeline[how]?.(how === "evalsha" ? file.sha1 : file.lua, file.numberOfKeys, key, ...args);
+  if (file === undefined) pipeline.exists?.(keys[0] ?? "");
+  else {
+    const script = how === "evalsha" ? file.sha1 : file.lua;
+    if (BYTES_REPLIES.has(file.name))
+      pipeline.callBuffer?.(how.toUpperCase(), script, file.numberOfKeys, ...keys, ...args);
+    else pipeline[how]?.(script, file.numberOfKeys, ...keys, ...args);
+  }
   if (fsync) pipeline.call?.("WAITAOF", 1, replicas, timeoutMs);
   else pipeline.wait?.(replicas, timeoutMs);
   return (await pipeline.exec()) ?? [];
@@ -130,21 +156,27 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith("NOSCRIPT");
 }
 
+/** readScriptFiles, read once per process (again after a failed read). */
+export function scriptFiles(): Promise<ScriptFile[]> {
+  files ??= readScriptFiles().catch((error: unknown) => {
+    files = undefined;
+    throw error;
+  });
+  return files;
+}
+
 /**
- * Every script, as Redis will run it.
- *
- * Each file is read whole, with no includes: the lines most scripts share (the server's TIME in ms, the
- * full-token check of an owner write) are written out in each. Resolving includes here would make the text
- * Redis runs differ from the file, so a file's SHA1 would no longer be the EVALSHA digest that
- * `scriptDigests` and SCRIPT EXISTS speak of; and a build step cannot do it alone, since the tests run src/lua
- * as it is and the build (scripts/copy-lua.mjs) only copies. The shared lines also differ per script (the
- * fields read, the states allowed), so an include would save a line or two in each. Redis Functions share
- * code, but need Redis 7 and a FUNCTION LOAD on every master of a Cluster. A copy that drifts fails the store
- * conformance suite, which sends every owner write a former owner's token.
+ * Every script, as Redis will run it: the files the build flattened into dist/lua (scripts/copy-lua.mjs
+ * replaces each `--- @include` line of src/lua with the include's text), read as they are. Nothing is
+ * resolved here, so a file's SHA1 is the EVALSHA digest that `scriptDigests` and SCRIPT EXISTS speak of, and
+ * the text in the package is the text that runs. The tests, which run src/, read dist/lua too: their global
+ * setup runs that build step first. Redis Functions share code too, but need Redis 7 and a FUNCTION
+ * LOAD on every master of a Cluster.
  */
 export async function readScriptFiles(): Promise<ScriptFile[]> {
-  // Next to this module: src/lua in the sources, dist/lua once built (the build copies them).
-  const dir = new URL("./lua/", import.meta.url);
+  // Next to this module once built (dist/lua, wherever dist/ is copied to). Run from the TypeScript sources,
+  // as the tests run it, the scripts next to it still have their includes: the build's are read instead.
+  const dir = new URL(import.meta.url.endsWith(".ts") ? "../dist/lua/" : "./lua/", import.meta.url);
   const names = await readdir(dir);
   return Promise.all(
     SCRIPT_NAMES.map(async (name) => {

@@ -1,7 +1,36 @@
 import { replicasShortfall } from "./check-durability.js";
-import type { CheckRedisOptions, CheckStatus, RedisCheck } from "./diagnose-redis.js";
 import type { NodeFacts } from "./inspect-node.js";
 import { MIN_REDIS_VERSION, olderThan } from "./redis-version.js";
+
+/**
+ * How strictly to judge: `startup` is what RedisStore.create refuses and warns about; `production` (what
+ * `once doctor` applies) also fails what loses records in a crash or a restart, and judges memory.
+ */
+export type CheckLevel = "startup" | "production";
+
+/** `fail` can cause duplicates; `warn` deserves a look. */
+export type CheckStatus = "ok" | "warn" | "fail";
+
+/** One thing checked on one server (or, with node `cluster`, across the masters of a cluster). */
+export interface RedisCheck {
+  node: string;
+  /** What was checked: a setting (`maxmemory-policy`, `appendfsync`, …) or `version`, `role`, `cluster`. */
+  check: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to change, when there is something to change. */
+  fix?: string;
+}
+
+/** What the rules judge a server against (with `timeoutMs`, diagnoseRedis's options). */
+export interface NodeCheckOptions {
+  /** Accept a `maxmemory-policy` other than `noeviction` (an evicted record can repeat an effect). Default false. */
+  allowEviction?: boolean;
+  /** Default `startup`. */
+  level?: CheckLevel;
+  /** The store's durability (RedisStore's option): judged against the replicas each master has connected. */
+  durability?: { replicas: number };
+}
 
 /** A check as the rules give it: `lead`, when set, opens its one-line message (see diagnoseRedis). */
 export interface NodeCheck extends RedisCheck {
@@ -18,7 +47,7 @@ const AOF_FIX =
  * restart fails in production and is only a warning at start-up (a developer's or a CI's Redis without
  * persistence is still a working store), and memory is judged in production only.
  */
-export function nodeChecks(facts: NodeFacts, cluster: boolean, options: CheckRedisOptions): NodeCheck[] {
+export function nodeChecks(facts: NodeFacts, cluster: boolean, options: NodeCheckOptions): NodeCheck[] {
   const production = options.level === "production";
   const durability: CheckStatus = production ? "fail" : "warn";
   const { report, info, config, infoDenied, configDenied } = facts;
@@ -199,7 +228,7 @@ const LAG_WARN_S = 1;
  */
 function replicaChecks(
   facts: NodeFacts,
-  options: CheckRedisOptions,
+  options: NodeCheckOptions,
   add: (check: string, status: CheckStatus, detail: string, fix?: string) => void,
 ): void {
   const { info, config } = facts;

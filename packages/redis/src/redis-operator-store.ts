@@ -1,14 +1,28 @@
 import {
+  type CancelOutcome,
+  type CancelRequest,
+  DEFAULT_RETENTION_MS,
+  type DecisionResult,
   type ListRequest,
   type OnceRecord,
+  type OperatorDecisionRequest,
   type OperatorResolveRequest,
   type OperatorStore,
   type RecordCounts,
   type RecordPage,
   type ResolveResult,
   StoreUnavailableError,
+  type TaskRecords,
+  type TaskRef,
 } from "@once/core";
-import { matchesFilter, RecordTally, resolveFenced } from "@once/core/internal";
+import { retentionOf } from "@once/core/internal";
+import {
+  cancellableTaskKey,
+  decideFenced,
+  matchesFilter,
+  RecordTally,
+  resolveFenced,
+} from "@once/core/store-kit";
 import type { Cluster, Redis } from "ioredis";
 import { RedisStore } from "./redis-store.js";
 import { type RecordBatch, scanRecordBatches } from "./scan-records.js";
@@ -111,19 +125,46 @@ export class RedisOperatorStore implements OperatorStore {
   }
 
   resolve(key: string, request: OperatorResolveRequest): Promise<ResolveResult> {
-    return resolveFenced(
-      this,
-      (retentionMs) =>
-        RedisStore.create({
-          redis: this.#redis,
-          prefix: this.prefix,
-          checks: false,
-          timeoutMs: this.#timeoutMs,
-          retentionMs,
-        }),
-      key,
-      request,
-    );
+    return resolveFenced(this, (retentionMs) => this.#storeWith(retentionMs), key, request);
+  }
+
+  approve(key: string, request: OperatorDecisionRequest): Promise<DecisionResult> {
+    return decideFenced(this, (retentionMs) => this.#storeWith(retentionMs), key, "approved", request);
+  }
+
+  deny(key: string, request: OperatorDecisionRequest): Promise<DecisionResult> {
+    return decideFenced(this, (retentionMs) => this.#storeWith(retentionMs), key, "denied", request);
+  }
+
+  async cancel(task: TaskRef, request: CancelRequest): Promise<CancelOutcome> {
+    // Refused before anything is read, as the store refuses it.
+    cancellableTaskKey(task, request);
+    // The retention the task's records were written with, so a cancel never shortens their lives (nor the
+    // entry's, which must outlive every retry of them).
+    const { records } = await this.task(task);
+    const now = await this.now();
+    const retentionMs =
+      records.length === 0
+        ? DEFAULT_RETENTION_MS
+        : Math.max(...records.map((record) => retentionOf(record, now)));
+    const store = await this.#storeWith(retentionMs);
+    return this.#op("cancel", () => store.cancelTask(task, request));
+  }
+
+  async task(task: TaskRef): Promise<TaskRecords> {
+    const store = await this.#store();
+    return this.#op("task", () => store.readTask(task));
+  }
+
+  /** The store's own scripts, with the retention a written record gets. */
+  #storeWith(retentionMs: number): Promise<RedisStore> {
+    return RedisStore.create({
+      redis: this.#redis,
+      prefix: this.prefix,
+      checks: false,
+      timeoutMs: this.#timeoutMs,
+      retentionMs,
+    });
   }
 
   /** The scan's batches, each round trip bounded by the store's timeout. */

@@ -1,5 +1,11 @@
-import type { OnceRecord } from "@once/core";
+import { OnceError, type OnceRecord } from "@once/core";
+import { positiveInteger } from "@once/core/store-kit";
 import type { Cluster, Redis } from "ioredis";
+import { isLivenessEntry } from "./liveness-entry.js";
+import { type ScriptFile, scriptFiles } from "./load-scripts.js";
+import { replyText } from "./record-bytes.js";
+import { refuseNewerLayout } from "./record-layout.js";
+import { isTaskEntry } from "./task-entry.js";
 import { toRecord } from "./to-record.js";
 
 export interface ScanRecordsOptions {
@@ -9,7 +15,8 @@ export interface ScanRecordsOptions {
   batchSize?: number;
   /**
    * Told about each key under the prefix that is not a once record (another type, a hash without a known
-   * state) or could not be read. Such keys are skipped either way.
+   * state) or could not be read. Such keys are skipped either way. A record of a layout newer than this build
+   * reads is not skipped: the scan fails with RecordLayoutError.
    */
   onSkipped?: (key: string, reason: string) => void;
 }
@@ -17,14 +24,14 @@ export interface ScanRecordsOptions {
 /** One SCAN reply's worth of records, and where the scan goes on after it. */
 export interface RecordBatch {
   records: OnceRecord[];
-  /** Keys SCAN returned in this batch (records and skipped keys). */
+  /** Keys SCAN returned in this batch (records and skipped keys; tasks' entries are neither, and not counted). */
   keys: number;
   /** Pass it as `cursor` to go on after this batch; undefined when the scan is complete. */
   cursor: string | undefined;
 }
 
 /**
- * Every record under `prefix`, read with SCAN and a cursor (never KEYS) on a standalone server, or on
+ * Every record under `prefix` (tasks' entries passed over), read with SCAN and a cursor (never KEYS) on a standalone server, or on
  * every master of a Cluster in turn; each batch of keys is read back in one pipelined round trip. SCAN's
  * guarantees apply: a record that exists for the whole scan is yielded at least once (rarely twice, when
  * Redis rehashes meanwhile); one created or deleted during the scan may or may not be. Stop early by
@@ -49,9 +56,7 @@ export async function* scanRecordBatches(
   const prefix = options.prefix ?? "once:";
   if (prefix === "") throw new RangeError("scanRecords needs a non-empty prefix");
   const batchSize = options.batchSize ?? 250;
-  if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
-    throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
-  }
+  positiveInteger("batchSize", batchSize);
   const pattern = `${escapeGlob(prefix)}*`;
   const nodes = redis.isCluster
     ? (redis as Cluster)
@@ -67,14 +72,21 @@ export async function* scanRecordBatches(
     if (start < 0) throw new RangeError("the scan's cursor names a server that is not a master now");
     cursor = resumed.cursor;
   }
+  // Each key is read through the get script, as store.get() reads it: a record of any layout this build
+  // reads, in one form. It is loaded on each node first, so the pipelines' EVALSHAs find it.
+  const get = await getScript();
   for (let i = start; i < nodes.length; i++) {
     const { node, address } = nodes[i] as { node: Redis; address: string };
+    await node.script("LOAD", get.lua);
     do {
-      const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", batchSize);
+      const [next, scanned] = await node.scan(cursor, "MATCH", pattern, "COUNT", batchSize);
       cursor = next;
+      // A task's entry (its cancellation and filed keys) and a process's liveness entry live beside the records
+      // and are not among them.
+      const keys = scanned.filter((key) => !isTaskEntry(key, prefix) && !isLivenessEntry(key, prefix));
       const records = [];
       if (keys.length > 0) {
-        for await (const record of readBatch(redis, node, keys, prefix, options.onSkipped))
+        for await (const record of readBatch(redis, get, node, keys, prefix, options.onSkipped))
           records.push(record);
       }
       const following = nodes[i + 1];
@@ -108,19 +120,17 @@ function parseCursor(text: string): { address: string; cursor: string } {
 
 async function* readBatch(
   redis: Redis | Cluster,
+  get: ScriptFile,
   node: Redis,
   keys: readonly string[],
   prefix: string,
   onSkipped: ScanRecordsOptions["onSkipped"],
 ): AsyncGenerator<OnceRecord, void, undefined> {
   const pipeline = node.pipeline();
-  for (const key of keys) pipeline.pttl(key).hgetall(key);
+  for (const key of keys) pipeline.callBuffer("EVALSHA", get.sha1, 1, key);
   const replies = (await pipeline.exec()) ?? [];
   for (const [i, key] of keys.entries()) {
-    const [pttlError, pttl] = replies[2 * i] ?? [new Error("no reply"), undefined];
-    const [hashError, hash] = replies[2 * i + 1] ?? [new Error("no reply"), undefined];
-    let reply: [unknown, unknown] = [pttl, hash];
-    const error = pttlError ?? hashError;
+    let [error, reply] = replies[i] ?? [new Error("no reply"), undefined];
     if (error) {
       // A slot that moved to another master while we scanned: read the key where the Cluster says it is.
       if (!redis.isCluster || !/^(MOVED|ASK) /.test(error.message)) {
@@ -128,28 +138,37 @@ async function* readBatch(
         continue;
       }
       try {
-        reply = await Promise.all([redis.pttl(key), redis.hgetall(key)]);
+        reply = await redis.callBuffer("EVAL", get.lua, 1, key);
       } catch (retryError) {
         onSkipped?.(key, (retryError as Error).message);
         continue;
       }
     }
-    const record = decode(key, prefix, reply, onSkipped);
+    const record = decode(key, prefix, replyText("get", reply), onSkipped);
     if (record !== undefined) yield record;
   }
+}
+
+async function getScript(): Promise<ScriptFile> {
+  const file = (await scriptFiles()).find((script) => script.name === "get");
+  if (file === undefined) throw new Error("no get script in this build");
+  return file;
 }
 
 function decode(
   key: string,
   prefix: string,
-  [pttl, hash]: [unknown, unknown],
+  reply: unknown,
   onSkipped: ScanRecordsOptions["onSkipped"],
 ): OnceRecord | undefined {
-  // The same decoding as the get script's reply, so a scanned record reads exactly like store.get().
-  const flat = Object.entries((hash ?? {}) as Record<string, string>).flat();
+  const name = key.slice(prefix.length);
   try {
-    return toRecord(key.slice(prefix.length), [Number(pttl), flat]);
+    refuseNewerLayout(name, reply);
+    return toRecord(name, reply);
   } catch (error) {
+    // A record of a newer layout is a once record this build cannot read: skipped, it would be left out of a
+    // list or a count unseen. The scan fails instead, saying to upgrade.
+    if (OnceError.is(error, "ONCE_RECORD_LAYOUT")) throw error;
     onSkipped?.(key, (error as Error).message);
     return undefined;
   }

@@ -5,7 +5,7 @@ import type { ScriptName } from "./script-names.js";
 export interface ScriptDigest {
   /** The script's file name without `-<numberOfKeys>.lua`, e.g. `claim`. */
   name: ScriptName;
-  /** Its versioned name, e.g. `once_v3_claim`. */
+  /** Its versioned name, e.g. `once_v4_claim`. */
   command: string;
   /** SHA1 of the Lua source: what EVALSHA runs and SCRIPT EXISTS looks up. */
   sha1: string;

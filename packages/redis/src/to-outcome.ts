@@ -1,98 +1,77 @@
-import type { ClaimOutcome, StoredError, WriteOutcome } from "@once/core";
-import { retryAfterFor } from "@once/core/internal";
+import type { ApprovalRequestOutcome, ClaimOutcome, WriteOutcome } from "@once/core";
+import {
+  type CodedClaim,
+  type CodedWrite,
+  decodeApprovalRequest,
+  decodeClaim,
+  decodeWrite,
+  OUTCOME_CODES,
+} from "@once/core/internal";
 import { RedisScriptError } from "./errors.js";
 import type { ScriptName } from "./script-names.js";
 
-// The codes the Lua scripts reply with (see each script's contract block).
-const ACQUIRED = 1;
-const TAKEOVER = 2;
-const RECONCILE = 3;
-const REPLAY = 4;
-const REPLAY_ERROR = 5;
-const IN_FLIGHT = 6;
-const CONFLICT = 7;
-const OK = 10;
-const LOST = 11;
-const REFUSED = 12;
+// Where each field sits in a script's reply, after the code (see each script's contract block); what the
+// codes and fields mean is @once/core's, shared with the PostgreSQL functions.
+const OWNERSHIP = ["fence", "token", "leaseUntil", "claims"] as const;
+const GRANT = [...OWNERSHIP, "detail", "approved"] as const;
+const CLAIM_FIELDS: Record<number, readonly (keyof CodedClaim)[]> = {
+  [OUTCOME_CODES.acquired]: GRANT,
+  [OUTCOME_CODES.takeover]: GRANT,
+  [OUTCOME_CODES.reconcile]: GRANT,
+  [OUTCOME_CODES.replay]: ["fence", "result", "trace"],
+  [OUTCOME_CODES.replay_error]: ["fence", "result", "trace"],
+  [OUTCOME_CODES.in_flight]: ["fence", "detail", "remaining"],
+  [OUTCOME_CODES.conflict]: ["detail"],
+  [OUTCOME_CODES.awaiting_approval]: ["fence", "detail", "requestedAt", "expiresAt"],
+  [OUTCOME_CODES.cancelled]: ["fence", "cancelBy", "cancelWhy", "cancelAt"],
+};
+const WRITE_FIELDS: Record<number, readonly (keyof CodedWrite)[]> = {
+  [OUTCOME_CODES.ok]: ["fence", "leaseUntil", "cancelRequested"],
+  [OUTCOME_CODES.lost]: [],
+  [OUTCOME_CODES.refused]: ["detail"],
+};
 
-type WriteScript = Exclude<ScriptName, "claim" | "get">;
+type ClaimScript = "claim" | "claim-filed";
+type WriteScript = Exclude<
+  ScriptName,
+  ClaimScript | "get" | "request-approval" | "cancel-task" | "cancel-record"
+>;
 
-/** Turns a script's coded reply into its outcome; the only place that knows the codes. */
-export function toOutcome(script: "claim", reply: unknown): ClaimOutcome;
+/** Turns a script's coded reply into its outcome. */
+export function toOutcome(script: ClaimScript, reply: unknown): ClaimOutcome;
 export function toOutcome(script: WriteScript, reply: unknown): WriteOutcome;
-export function toOutcome(script: "claim" | WriteScript, reply: unknown): ClaimOutcome | WriteOutcome {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number") return malformed(script, reply);
-  const [code, a, b, c, d, e] = reply as [number, unknown, unknown, unknown, unknown, unknown];
-  if (script === "claim") {
-    switch (code) {
-      case ACQUIRED:
-        return { outcome: "acquired", ...ownership(script, a, b, c, d) };
-      case TAKEOVER:
-        return { outcome: "takeover", ...ownership(script, a, b, c, d) };
-      case RECONCILE:
-        if (e !== "claimed" && e !== "reconciling" && e !== "unknown") return malformed(script, reply);
-        return { outcome: "reconcile", from: e, ...ownership(script, a, b, c, d) };
-      case REPLAY:
-        return {
-          outcome: "replay",
-          result: typeof b === "string" ? b : "null",
-          fence: int(script, a),
-          ...traced(c),
-        };
-      case REPLAY_ERROR:
-        return { outcome: "replay_error", error: storedError(b), fence: int(script, a), ...traced(c) };
-      case IN_FLIGHT:
-        if (b !== "claimed" && b !== "reconciling") return malformed(script, reply);
-        return {
-          outcome: "in_flight",
-          retryAfterMs: retryAfterFor(int(script, c)),
-          state: b,
-          fence: int(script, a),
-        };
-      case CONFLICT:
-        return { outcome: "conflict", tool: typeof a === "string" ? a : "" };
-    }
-    return malformed(script, reply);
-  }
-  switch (code) {
-    case OK:
-      return b === null || b === undefined
-        ? { outcome: "ok", fence: int(script, a) }
-        : { outcome: "ok", fence: int(script, a), leaseUntil: int(script, b) };
-    case LOST:
-      return { outcome: "lost" };
-    case REFUSED:
-      return { outcome: "refused", reason: String(a) };
-  }
-  return malformed(script, reply);
-}
-
-function ownership(script: ScriptName, fence: unknown, token: unknown, leaseUntil: unknown, claims: unknown) {
-  if (typeof token !== "string") return malformed(script, token);
-  return {
-    token,
-    fence: int(script, fence),
-    leaseUntil: int(script, leaseUntil),
-    claims: int(script, claims),
+export function toOutcome(script: ClaimScript | WriteScript, reply: unknown): ClaimOutcome | WriteOutcome {
+  const malformed = (): never => {
+    throw new RedisScriptError(script, `unexpected reply ${JSON.stringify(reply)}`);
   };
+  if (!Array.isArray(reply) || typeof reply[0] !== "number") return malformed();
+  const code: number = reply[0];
+  const coded: CodedClaim & CodedWrite = { code };
+  let at = 1;
+  const claims = script === "claim" || script === "claim-filed";
+  for (const field of (claims ? CLAIM_FIELDS : WRITE_FIELDS)[code] ?? []) coded[field] = reply[at++];
+  return claims ? decodeClaim(coded, malformed) : decodeWrite(coded, malformed);
 }
 
-function traced(trace: unknown): { trace?: string } {
-  return typeof trace === "string" ? { trace } : {};
+/**
+ * The file script's reply: undefined when the key is filed (`{10}`), else the claim's answer, `cancelled`
+ * (its fence 0: the script does not see the record).
+ */
+export function toFiling(reply: unknown): Extract<ClaimOutcome, { outcome: "cancelled" }> | undefined {
+  if (Array.isArray(reply) && reply.length === 1 && reply[0] === OUTCOME_CODES.ok) return undefined;
+  const outcome = toOutcome("claim", reply);
+  if (outcome.outcome !== "cancelled")
+    throw new RedisScriptError("file", `unexpected reply ${JSON.stringify(reply)}`);
+  return outcome;
 }
 
-function storedError(json: unknown): StoredError {
-  // Mirrors MemoryStore: a failed record always replays some error, even a bare one.
-  if (typeof json !== "string") return { name: "Error", message: "failed" };
-  return JSON.parse(json) as StoredError;
-}
-
-function int(script: ScriptName, value: unknown): number {
-  const n = typeof value === "string" ? Number(value) : value;
-  if (typeof n !== "number" || !Number.isSafeInteger(n)) return malformed(script, value);
-  return n;
-}
-
-function malformed(script: ScriptName, reply: unknown): never {
-  throw new RedisScriptError(script, `unexpected reply ${JSON.stringify(reply)}`);
+/** The request-approval script's reply, `{10, fence, requested_at, expires_at}` or a refusal, as its outcome. */
+export function toApprovalRequest(reply: unknown): ApprovalRequestOutcome {
+  const malformed = (): never => {
+    throw new RedisScriptError("request-approval", `unexpected reply ${JSON.stringify(reply)}`);
+  };
+  if (!Array.isArray(reply) || typeof reply[0] !== "number") return malformed();
+  const [code, ...rest] = reply as [number, ...unknown[]];
+  if (code === OUTCOME_CODES.refused) return decodeApprovalRequest({ code, detail: rest[0] }, malformed);
+  return decodeApprovalRequest({ code, fence: rest[0], requestedAt: rest[1], expiresAt: rest[2] }, malformed);
 }

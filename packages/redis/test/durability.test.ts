@@ -3,11 +3,13 @@
 // settings are refused at start with the numbers in the message.
 
 import { StoreUnavailableError } from "@once/core";
+import { describeStoreConformance } from "@once/core/testing";
 import { cleanupPrefix, type RedisServerHandle, randomPrefix, startRedisServer } from "@once/support";
 import { Redis } from "ioredis";
+import * as vitest from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeStoreConformance } from "../../../test/support/store-conformance.js";
 import { RedisConfigError, RedisStore } from "../src/index.js";
+import { storedRecord, writeLaterRecord } from "./support/stored-record.js";
 
 let primary: RedisServerHandle;
 let replica: RedisServerHandle;
@@ -46,22 +48,27 @@ const claimOf = (key: string) => ({
 });
 
 // Every transition and outcome holds the same with its writes confirmed by a replica.
-describeStoreConformance("RedisStore with durability { replicas: 1 }", async ({ retentionMs = 600_000 }) => {
-  const prefix = randomPrefix("durable");
-  const store = await RedisStore.create({
-    redis,
-    prefix,
-    retentionMs,
-    durability: { replicas: 1, timeoutMs: 1_000 },
-  });
-  return {
-    store,
-    retentionMs,
-    teardown: async () => {
-      await cleanupPrefix(redis, prefix);
-    },
-  };
-});
+describeStoreConformance(
+  vitest,
+  "RedisStore with durability { replicas: 1 }",
+  async ({ retentionMs = 600_000, keepTaskIdentity }) => {
+    const prefix = randomPrefix("durable");
+    const store = await RedisStore.create({
+      redis,
+      prefix,
+      retentionMs,
+      ...(keepTaskIdentity === undefined ? {} : { keepTaskIdentity }),
+      durability: { replicas: 1, timeoutMs: 1_000 },
+    });
+    return {
+      store,
+      retentionMs,
+      teardown: async () => {
+        await cleanupPrefix(redis, prefix);
+      },
+    };
+  },
+);
 
 describe("RedisStore durability", () => {
   it("confirms each transition on the replica: the record is there when the call returns", async () => {
@@ -73,7 +80,7 @@ describe("RedisStore durability", () => {
     expect((await store.complete(key, claim.token, '"ok"')).outcome).toBe("ok");
     const onReplica = new Redis(replica.url);
     replicaClients.push(onReplica);
-    expect(await onReplica.hget(`once:${key}`, "state")).toBe("done");
+    expect((await storedRecord(onReplica, `once:${key}`))?.fields.state).toBe("done");
   });
 
   it("a claim no replica confirms in time runs nothing: StoreUnavailableError, and the key is handed back", async () => {
@@ -93,6 +100,56 @@ describe("RedisStore durability", () => {
     // Released as not applied: the next attempt acquires at once instead of waiting out the lease.
     expect((await store.get(key))?.state).toBe("released");
     expect((await store.claim(claimOf(key))).outcome).toBe("acquired");
+  });
+
+  it("a liveness entry is confirmed on the replica when opened and renewed; unconfirmed, opening it fails closed", async () => {
+    const store = await RedisStore.create({ redis, durability: { replicas: 1, timeoutMs: 200 } });
+    const id = `live${++serial}`;
+    expect(await store.openLiveness(id, 10_000)).toBe(true);
+    const onReplica = new Redis(replica.url);
+    replicaClients.push(onReplica);
+    // There when open returns: a failover to this replica keeps the entry its claims name.
+    expect(await onReplica.pttl(`once:live:${id}`)).toBeGreaterThan(0);
+    expect(await store.renewLiveness(id, 10_000)).toBe(true);
+    process.kill(replica.pid, "SIGSTOP"); // frozen: connected, never acknowledging
+    try {
+      // Unconfirmed, no claim may name it: the engine claims only on an entry that was confirmed.
+      await expect(store.openLiveness(`live${++serial}`, 10_000)).rejects.toThrow(
+        "liveness (acknowledged by 0 of the 1 replicas required within 200 ms)",
+      );
+      await expect(store.renewLiveness(id, 10_000)).rejects.toThrow(StoreUnavailableError);
+    } finally {
+      process.kill(replica.pid, "SIGCONT");
+      await replicaOnline();
+    }
+  });
+
+  it("a claim refused for the record's layout fails with RecordLayoutError, also unconfirmed: nothing was taken", async () => {
+    const store = await RedisStore.create({ redis, durability: { replicas: 1, timeoutMs: 200 } });
+    const key = `k${++serial}`;
+    await redis.hset(`once:${key}`, {
+      state: "done",
+      fp: "fp",
+      tool: "charge",
+      fence: 1,
+      result: "1",
+      layout: 99,
+    });
+    await redis.pexpire(`once:${key}`, 60_000);
+    process.kill(replica.pid, "SIGSTOP"); // frozen: connected, never acknowledging
+    try {
+      await expect(store.claim(claimOf(key))).rejects.toMatchObject({
+        code: "ONCE_RECORD_LAYOUT",
+        layout: 99,
+      });
+    } finally {
+      process.kill(replica.pid, "SIGCONT");
+      await replicaOnline();
+    }
+    expect(await redis.hgetall(`once:${key}`)).toMatchObject({ state: "done", fence: "1", layout: "99" });
+    // And a later build's record in this layout's form.
+    await writeLaterRecord(redis, `once:${key}`, 99);
+    await expect(store.claim(claimOf(key))).rejects.toMatchObject({ code: "ONCE_RECORD_LAYOUT", layout: 99 });
   });
 
   it("a settle no replica confirms waits for the store's timeout, then fails: the call is not answered", async () => {
@@ -116,6 +173,42 @@ describe("RedisStore durability", () => {
     }
     // It waited again (several WAITs of 100 ms), not just once.
     expect(performance.now() - started).toBeGreaterThanOrEqual(400);
+  });
+
+  it("a task's claim and its cancel are confirmed too: unconfirmed, the claim is handed back and the cancel fails", async () => {
+    const store = await RedisStore.create({
+      redis,
+      timeoutMs: 600,
+      durability: { replicas: 1, timeoutMs: 150 },
+    });
+    const task = { namespace: "durable", taskId: `task-${++serial}` };
+    const key = `k${++serial}`;
+    const step = { ...task, stepId: "charge" };
+    process.kill(replica.pid, "SIGSTOP"); // frozen: connected, never acknowledging
+    try {
+      await expect(store.claim({ ...claimOf(key), task: step })).rejects.toThrow(
+        "claim-filed (acknowledged by 0 of the 1 replicas required within 150 ms)",
+      );
+      // The cancel's answer says no effect starts: without a replica's copy it is not given.
+      await expect(store.cancelTask(task, { by: "ops", why: "withdrawn" })).rejects.toThrow(
+        "cancel-task (acknowledged by 0 of the 1 replicas required within 600 ms)",
+      );
+    } finally {
+      process.kill(replica.pid, "SIGCONT");
+      await replicaOnline();
+    }
+    expect((await store.get(key))?.state).toBe("released");
+    // Cancelled again once the replica is back: the first cancel's who and why, and its visits finished now.
+    const again = await store.cancelTask(task, { by: "someone-else", why: "again" });
+    expect(again).toMatchObject({
+      outcome: "already_cancelled",
+      cancellation: { by: "ops", why: "withdrawn" },
+    });
+    expect(await store.get(key)).toMatchObject({ state: "cancelled", cancellation: { by: "ops" } });
+    const onReplica = new Redis(replica.url);
+    replicaClients.push(onReplica);
+    expect((await storedRecord(onReplica, `once:${key}`))?.fields.state).toBe("cancelled");
+    expect((await store.claim({ ...claimOf(key), task: step })).outcome).toBe("cancelled");
   });
 
   it("refuses at start: more replicas than connected, a zero or negative timeout, fsync on a Redis without WAITAOF", async () => {

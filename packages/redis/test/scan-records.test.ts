@@ -155,7 +155,17 @@ for (const topology of ["standalone", "cluster"] as const) {
       const counts = await operator.count();
       expect(counts).toMatchObject({ records: 6, sampled: false, skipped: 0, expiredLeases: 0 });
       expect(counts.byTool).toEqual({
-        charge_card: { claimed: 1, reconciling: 1, released: 1, done: 1, failed: 1, unknown: 1 },
+        charge_card: {
+          claimed: 1,
+          reconciling: 1,
+          released: 1,
+          done: 1,
+          failed: 1,
+          unknown: 1,
+          awaiting_approval: 0,
+          approved: 0,
+          cancelled: 0,
+        },
       });
       expect((await operator.count({ sample: 2 })).sampled).toBe(true);
 
@@ -186,6 +196,70 @@ for (const topology of ["standalone", "cluster"] as const) {
       );
       expect(records).toHaveLength(made.size);
       expect(skipped.sort()).toEqual([`${store.prefix}a-hash`, `${store.prefix}a-string`]);
+    });
+
+    it("passes over tasks' entries: not records, not skipped, not examined; cancel and task through the operator store", async () => {
+      const store = await freshStore("scan-tasks");
+      const task = { namespace: "ops", taskId: `order-${randomKey().slice(0, 8)}` };
+      const keys = [randomKey(), randomKey(), randomKey()];
+      const effect = await store.claim(request(keys[0] ?? "", { task: { ...task, stepId: "charge" } }));
+      await store.claim(request(keys[1] ?? "", { phase: "prepare", task: { ...task, stepId: "email" } }));
+      const unrelated = keys[2] ?? "";
+      await store.claim(request(unrelated));
+      const skipped: string[] = [];
+      const records = await collect(
+        scanRecords(redis, { prefix: store.prefix, onSkipped: (key) => skipped.push(key) }),
+      );
+      expect(records.map((r) => r.key).sort()).toEqual([...keys].sort());
+      expect(skipped).toEqual([]);
+
+      const operator = new RedisOperatorStore({ redis, prefix: store.prefix });
+      const page = await operator.list({ limit: 100 });
+      expect(page).toMatchObject({ examined: 3, skipped: 0 });
+      expect((await operator.count()).records).toBe(3);
+
+      expect((await operator.task(task)).records.map((r) => [r.key, r.task?.stepId])).toEqual([
+        [keys[0], "charge"],
+        [keys[1], "email"],
+      ]);
+      await expect(operator.cancel(task, { by: " ", why: "no one" })).rejects.toMatchObject({
+        code: "ONCE_CANCEL_REFUSED",
+      });
+      const cancel = await operator.cancel(task, { by: "ops@example.com", why: "order withdrawn" });
+      expect(cancel).toMatchObject({ outcome: "cancelled", stopped: [keys[1]], running: [keys[0]] });
+      if (effect.outcome !== "acquired") throw new Error(`expected acquired, got ${effect.outcome}`);
+      expect(await store.heartbeat(keys[0] ?? "", effect.token, 60_000)).toMatchObject({
+        cancelRequested: true,
+      });
+      const read = await operator.task(task);
+      expect(read.cancellation).toEqual(cancel.cancellation);
+      expect(read.records.map((r) => r.state)).toEqual(["claimed", "cancelled"]);
+      // The cancel kept the retention the records were written with, not the operator's default (24 h). The
+      // operator finds it from a record's time left and the store's clock, read one after the other: the gap
+      // between the two reads (a few ms, more on a loaded machine) can add to it, never take from it.
+      expect(read.records[1]?.ttlMs).toBeLessThanOrEqual(RETENTION_MS + 1_000);
+      expect(read.records[1]?.ttlMs).toBeGreaterThan(RETENTION_MS - 60_000);
+      expect((await operator.count()).byTool.charge_card).toMatchObject({ claimed: 2, cancelled: 1 });
+      expect(await operator.cancel(task, { by: "someone", why: "again" })).toMatchObject({
+        outcome: "already_cancelled",
+        cancellation: cancel.cancellation,
+      });
+    });
+
+    it("passes over processes' liveness entries: not records, not skipped, not examined", async () => {
+      const store = await freshStore("scan-liveness");
+      const id = randomKey().slice(0, 16);
+      expect(await store.openLiveness(id, 60_000)).toBe(true);
+      const key = randomKey();
+      await store.claim(request(key, { liveness: id }));
+      const skipped: string[] = [];
+      const records = await collect(
+        scanRecords(redis, { prefix: store.prefix, onSkipped: (found) => skipped.push(found) }),
+      );
+      expect(records.map((r) => [r.key, r.liveness])).toEqual([[key, id]]);
+      expect(skipped).toEqual([]);
+      const operator = new RedisOperatorStore({ redis, prefix: store.prefix });
+      expect(await operator.list({ limit: 100 })).toMatchObject({ examined: 1, skipped: 0 });
     });
 
     it("stops when the loop does, and takes glob characters in the prefix literally", async () => {

@@ -14,6 +14,8 @@ export { pollUntil } from "./poll-until.js";
 export { postgresUrl, randomSchema } from "./postgres-address.js";
 export { type PostgresServerHandle, postgresBinDir, startPostgresServer } from "./postgres-server.js";
 export { clusterQueuePrefix, randomPrefix } from "./random-prefix.js";
+export { type RawResponse, rawRequest } from "./raw-request.js";
+export { type RawToolAnswer, type RawToolCall, rawToolCall } from "./raw-tool-call.js";
 export {
   clusterNodes,
   parseNodeList,

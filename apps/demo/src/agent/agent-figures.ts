@@ -3,6 +3,8 @@
  * Counts made inside the orchestrator process go to Redis as they happen, so a SIGKILL loses none of them.
  */
 export interface AgentFigures {
+  /** The agent framework whose own loop ran the tasks (`--framework`). */
+  framework: string;
   mode: "naive" | "once";
   /** Order tasks run to the end (across restarts): ok, or failed with an error the loop threw. */
   tasks: number;
@@ -11,7 +13,7 @@ export interface AgentFigures {
   /** Times the demo SIGKILLed the orchestrator process (it was restarted with the unfinished tasks). */
   orchestratorKills: number;
   /**
-   * Tool calls the AI SDK loop executed, counted by the orchestrator as each starts (in Redis): each once,
+   * Tool calls the framework's loop executed, counted by the orchestrator as each starts (in Redis): each once,
    * however often it was re-sent. A task restarted after a kill counts its calls again (naive asks the model
    * anew; once replays the recorded turns' calls, answered from the store).
    */

@@ -1,31 +1,21 @@
-// `node dist/agent/agent-orchestrator.js --mode naive|once --redis-url URL --prefix P --payments-url URL
-//   --task-prefix ID --task-numbers 1,2,… [--concurrency 20] [--timeout-ms 250] [--lease-ms 2000]`
-// The agent demo's orchestrator process: runs the given order tasks, each an AI SDK generateText loop on the
-// scripted order-agent model, every tool call re-sent when its wait times out. naive: plain tools straight to
-// the provider; once: the loop through onceTask, on the store in Redis. stdout is JSON lines: `start` when a
+// `node dist/agent/agent-orchestrator.js --framework ai|openai-agents|langgraph|mastra --mode naive|once
+//   --redis-url URL --prefix P --payments-url URL --task-prefix ID --task-numbers 1,2,… [--concurrency 20]
+//   [--timeout-ms 250] [--lease-ms 2000]`
+// The agent demo's orchestrator process: runs the given order tasks, each the framework's own agent loop on a
+// scripted order-agent model (the framework's own mock), every tool call re-sent when its wait times out.
+// naive: plain tools straight to the provider; once: the loop through the framework's once adapter, on the
+// store in Redis. stdout is JSON lines: `start` when a
 // task starts, `task` when it finished. The demo SIGKILLs it mid-run and starts it again with the tasks not
 // finished: naive starts them from scratch, once runs the same taskIds again and resumes them. Every count is
 // written to Redis as it happens, so a kill loses none. Exit 0 when every task was run, 2 when it could not run.
 import { parseArgs } from "node:util";
-import { onceTask } from "@once/ai";
 import { OnceError } from "@once/core";
 import { orderFor } from "@once/orchestrator";
-import {
-  keyLayout,
-  modelLatencyMs,
-  openOrderStore,
-  orderAgentModel,
-  orderAgentTools,
-  orderAgentTurn,
-  RedisCounters,
-  RedisOrderBook,
-} from "@once/order-agent";
-import { generateText, stepCountIs, wrapLanguageModel } from "ai";
+import { keyLayout, openOrderStore, orderAgentTools, RedisCounters, RedisOrderBook } from "@once/order-agent";
 import { Redis } from "ioredis";
 import { AGENT_COUNTERS, modelCallLogKey } from "./agent-keys.js";
+import { FRAMEWORKS, isFrameworkName } from "./frameworks/agent-frameworks.js";
 import { ModelCallLog } from "./model-call-log.js";
-import { plainTools } from "./plain-tools.js";
-import { resendOnTimeout } from "./resend-on-timeout.js";
 
 function fail(message: string): never {
   process.stderr.write(`agent orchestrator: ${message}\n`);
@@ -36,6 +26,7 @@ function parseCommandLine() {
   try {
     return parseArgs({
       options: {
+        framework: { type: "string", default: "ai" },
         mode: { type: "string" },
         "redis-url": { type: "string" },
         prefix: { type: "string" },
@@ -66,8 +57,14 @@ function integer(name: string, text: string): number {
 const emit = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
 
 const args = parseCommandLine();
-const mode = args.mode;
-if (mode !== "naive" && mode !== "once") fail(`--mode must be naive or once, got '${mode}'`);
+const mode: "naive" | "once" =
+  args.mode === "naive" || args.mode === "once"
+    ? args.mode
+    : fail(`--mode must be naive or once, got '${args.mode}'`);
+const frameworkName = args.framework;
+if (!isFrameworkName(frameworkName))
+  fail(`--framework must be one of ${Object.keys(FRAMEWORKS).join(", ")}, got '${frameworkName}'`);
+const framework = FRAMEWORKS[frameworkName];
 const layout = keyLayout(required("prefix", args.prefix));
 const taskPrefix = required("task-prefix", args["task-prefix"]);
 const taskNumbers = required("task-numbers", args["task-numbers"])
@@ -90,42 +87,30 @@ const count = (field: string) => counters.increment(field).catch(() => {});
 const isOnceError = (error: unknown): boolean =>
   OnceError.is(error) || (error instanceof Error && error.cause !== undefined && isOnceError(error.cause));
 
-/** One order task: the AI SDK's loop as anyone writes it, with the orchestrator's re-send around each tool call. */
+/** One order task: the framework's loop as anyone writes it, with the orchestrator's re-send around each tool call. */
 async function runTask(n: number): Promise<void> {
   const taskId = `${taskPrefix}-${n}`;
   const { orderId } = orderFor(taskPrefix, n);
   emit({ type: "start", taskId, task: n });
-  const agent = orderAgentModel(orderId, {
-    latencyMs: modelLatencyMs,
-    answering: (turn) => modelCalls.answered(taskId, turn),
-  });
-  const task = store && onceTask({ taskId, store, tools: declared.all, leaseMs, turnLeaseMs: leaseMs });
-  const model = task ? task.model(agent.model) : agent.model;
-  const tools = task ? task.tools : plainTools(declared.all, taskId);
-  // Outermost: the loop has taken this turn's answer (for once, after the turn was recorded).
-  const taking = wrapLanguageModel({
-    model,
-    middleware: {
-      wrapGenerate: async ({ doGenerate, params }) => {
-        const result = await doGenerate();
-        await modelCalls.taken(taskId, orderAgentTurn(params.prompt));
-        return result;
-      },
-    },
-  });
   try {
-    await generateText({
-      model: taking,
-      tools: resendOnTimeout(tools, {
+    await framework.runTask({
+      mode,
+      taskId,
+      orderId,
+      ...(store ? { store } : {}),
+      tools: declared.all,
+      leaseMs,
+      prompt: `Settle order ${orderId}: read it, charge the customer, email the receipt, mark it paid.`,
+      answered: (turn) => modelCalls.answered(taskId, turn),
+      taken: (turn) => modelCalls.taken(taskId, turn),
+      resend: {
         timeoutMs,
         onCall: () => count(AGENT_COUNTERS.toolCalls),
         onResend: () => count(AGENT_COUNTERS.resends),
         onError: async (_tool, error) => {
           if (isOnceError(error)) await count(AGENT_COUNTERS.conflicts);
         },
-      }),
-      stopWhen: stepCountIs(10),
-      prompt: `Settle order ${orderId}: read it, charge the customer, email the receipt, mark it paid.`,
+      },
     });
     emit({ type: "task", taskId, task: n, ok: true });
   } catch (error) {

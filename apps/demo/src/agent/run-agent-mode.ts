@@ -7,11 +7,13 @@ import { Redis } from "ioredis";
 import { InterruptedError, type ModeEvent } from "../run-mode.js";
 import type { AgentFigures } from "./agent-figures.js";
 import { AGENT_COUNTERS, modelCallLogKey } from "./agent-keys.js";
+import type { FrameworkName } from "./frameworks/agent-frameworks.js";
 import { ModelCallLog } from "./model-call-log.js";
 
 const AGENT_ORCHESTRATOR_MAIN = fileURLToPath(new URL("./agent-orchestrator.js", import.meta.url));
 
 export interface AgentModeOptions {
+  framework: FrameworkName;
   mode: "naive" | "once";
   redisUrl: string;
   /** Random per run: names the keys and tasks of this run. */
@@ -46,15 +48,16 @@ type TaskLine = {
 };
 
 /**
- * One mode of the agent demo: a payments provider, the orders, and an orchestrator process running the AI
- * SDK's loop for every order task — SIGKILLed a third and two thirds of the way through (with `kill`), each
+ * One mode of the agent demo for one framework: a payments provider, the orders, and an orchestrator process
+ * running the framework's loop for every order task — SIGKILLed a third and two thirds of the way through (with `kill`), each
  * time started again with the tasks it had not finished, until all are. Then the figures, counted at the
  * provider's ledger, from the Redis counts the orchestrators made, and by this process's clock.
  */
 export async function runAgentMode(options: AgentModeOptions): Promise<AgentFigures> {
-  const { mode, report } = options;
-  const layout = keyLayout(`once-demo:${options.runId}:agent-${mode}:`);
-  const taskPrefix = `agent-${mode}-${options.runId}`;
+  const { framework, mode, report } = options;
+  const layout = keyLayout(`once-demo:${options.runId}:agent-${framework}-${mode}:`);
+  const taskPrefix = `agent-${framework}-${mode}-${options.runId}`;
+  const label = `${framework} ${mode}`;
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
   await redis.connect();
   const payments = await startPaymentsServer({ latency: options.latency, seed: options.seed });
@@ -90,9 +93,9 @@ export async function runAgentMode(options: AgentModeOptions): Promise<AgentFigu
         if (line.ok) ok++;
         else {
           failed++;
-          report({ type: "note", mode, text: `task ${line.taskId} failed: ${line.error}` });
+          report({ type: "note", mode: label, text: `task ${line.taskId} failed: ${line.error}` });
         }
-        report({ type: "progress", mode, done: ok, failed, total: options.tasks });
+        report({ type: "progress", mode: label, done: ok, failed, total: options.tasks });
         // Killed while the other tasks' calls are in flight: some have charged, some are mid-turn.
         const finished = ok + failed;
         const due = kills < killAt.length && finished >= (killAt[kills] as number);
@@ -102,13 +105,15 @@ export async function runAgentMode(options: AgentModeOptions): Promise<AgentFigu
         void child.kill("SIGKILL");
         report({
           type: "note",
-          mode,
+          mode: label,
           text: `SIGKILLed the orchestrator (pid ${child.pid}) after ${finished} tasks; restarting it with the ${unfinished.size} unfinished`,
         });
       };
       const child = NodeChild.start<TaskLine>({
         script: AGENT_ORCHESTRATOR_MAIN,
         args: [
+          "--framework",
+          framework,
           "--mode",
           mode,
           "--redis-url",
@@ -128,9 +133,9 @@ export async function runAgentMode(options: AgentModeOptions): Promise<AgentFigu
           "--lease-ms",
           String(LEASE_MS),
         ],
-        name: `[${mode}] agent orchestrator`,
+        name: `[${framework} ${mode}] agent orchestrator`,
         onEvent: onLine,
-        onOutput: (line) => process.stderr.write(`[${mode}] agent orchestrator: ${line}\n`),
+        onOutput: (line) => process.stderr.write(`[${framework} ${mode}] agent orchestrator: ${line}\n`),
       });
       orchestrator = child;
       const [code, signal] = await child.exited;
@@ -146,6 +151,7 @@ export async function runAgentMode(options: AgentModeOptions): Promise<AgentFigu
     const answers = await new ModelCallLog(redis, modelCallLogKey(layout)).read();
     const sorted = taskMs.sort((a, b) => a - b);
     return {
+      framework,
       mode,
       tasks: options.tasks,
       tasksOk: ok,

@@ -1,11 +1,10 @@
-import {
-  type AnyTool,
-  type BackoffSetting,
-  DEFAULT_LEASE_MS,
-  DEFAULT_RETENTION_MS,
-  type RetryWindow,
-  retryWindow,
-} from "@once/core";
+// The retry-window terms alone: this subpath loads no BullMQ, so the audit runs where only the tools are.
+import { type BackoffSetting, jobRetryWindow } from "@once/bullmq/retry-window";
+import { type AnyTool, DEFAULT_LEASE_MS, DEFAULT_RETENTION_MS } from "@once/core";
+
+/** The window the audit prints, with the longest lease it counted. */
+type RetryWindow = ReturnType<typeof jobRetryWindow>;
+
 import type { Command } from "../command.js";
 import { formatDuration, parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
@@ -237,8 +236,7 @@ function hooksOf(tool: AnyTool) {
 
 /** The window workers and dispatchers compute for these settings and tools (the same function). */
 function windowFor(settings: RetrySettings, tools: readonly AnyTool[]): RetryWindow {
-  return retryWindow({
-    retentionMs: settings.retentionMs,
+  return jobRetryWindow({
     tools,
     attempts: settings.attempts,
     ...(settings.backoff === undefined ? {} : { backoff: settings.backoff }),

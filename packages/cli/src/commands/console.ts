@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { createConsole, toNodeListener } from "@once/console";
+import { allowedHostsOf, checkJaegerUrl, checkToken, hostsServedAt } from "@once/console/internal";
 import type { OperatorStore } from "@once/core";
 import { RedisOperatorStore } from "@once/redis";
 import type { Command } from "../command.js";
@@ -20,10 +21,19 @@ export const consoleCommand: Command = {
   name: "console",
   summary: "serve the console: a web page with the records by state and tool, and resolving unknown ones",
   usage: [
-    "console [--port <port>] [--host <address>] [--jaeger-url <url>] [--refresh <duration>] [options]",
+    "console [--port <port>] [--host <address>] [--allowed-hosts <host,…>] [--jaeger-url <url>] [--refresh <duration>] [options]",
     "console --allow-writes [--token-file <path>] [options]",
   ],
-  options: ["port", "host", "jaeger-url", "allow-writes", "token-file", "refresh", ...CONNECTION_OPTIONS],
+  options: [
+    "port",
+    "host",
+    "allowed-hosts",
+    "jaeger-url",
+    "allow-writes",
+    "token-file",
+    "refresh",
+    ...CONNECTION_OPTIONS,
+  ],
   details:
     "Serves the console on http://<host>:<port>/ until interrupted: counts by state and tool (as once stats), " +
     "records by state, tool and age with a cursor (SCAN, as once list), one record with every field and a " +
@@ -31,10 +41,14 @@ export const consoleCommand: Command = {
     "answer, and carries on when it does again. Read-only unless --allow-writes, which needs a token of 16 " +
     "characters or more, from ONCE_CONSOLE_TOKEN or --token-file (never on the command line, where other " +
     "users could read it); whoever logs in with it may resolve unknown records as once resolve does, fenced, " +
-    "with who and why kept. It listens on 127.0.0.1 unless --host says otherwise.",
+    "with who and why kept. It listens on 127.0.0.1 unless --host says otherwise, and answers only to the " +
+    "hosts it listens on (for 127.0.0.1: localhost, 127.0.0.1 and [::1], with the port), so that a page on " +
+    "another name pointed at this machine (DNS rebinding) cannot read the records; behind a proxy that " +
+    "passes the browser's host, or under a DNS name, list that name in --allowed-hosts.",
   examples: [
     "once console",
     "once console --port 8080 --jaeger-url http://localhost:16686",
+    "once console --host 0.0.0.0 --allowed-hosts ops.example.com,ops.example.com:8443",
     "ONCE_CONSOLE_TOKEN=$(openssl rand -hex 24) once console --allow-writes --prefix checkout:",
   ],
   async run({ io, options }) {
@@ -42,27 +56,22 @@ export const consoleCommand: Command = {
     const port = portText === undefined ? DEFAULT_PORT : positiveInteger("--port", portText, 0);
     if (port > 65_535) throw new UsageError(`--port ${port} is not a port`);
     const host = options.string("host") ?? "127.0.0.1";
+    const allowedText = options.list("allowed-hosts");
+    if (options.has("allowed-hosts")) usage(() => allowedHostsOf(allowedText, "--allowed-hosts"));
     const refreshText = options.string("refresh");
     const refreshMs = refreshText === undefined ? undefined : parseDuration("--refresh", refreshText);
-    const jaegerUrl = options.string("jaeger-url");
-    if (jaegerUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(jaegerUrl))
-      throw new UsageError(`--jaeger-url ${JSON.stringify(jaegerUrl)} must be an http:// or https:// URL`);
+    const jaegerText = options.string("jaeger-url");
+    const jaegerUrl =
+      jaegerText === undefined ? undefined : usage(() => checkJaegerUrl(jaegerText, "--jaeger-url"));
     const allowWrites = options.flag("allow-writes");
     const tokenFile = options.string("token-file");
     if (tokenFile !== undefined && !allowWrites)
       throw new UsageError("--token-file goes with --allow-writes: a read-only console needs no token");
     const token = allowWrites ? readToken(tokenFile, io.env) : undefined;
     const { store, commandOptions, close } = await openStore(options, io);
-    const handler = createConsole({
-      store,
-      allowWrites,
-      ...(commandOptions === undefined ? {} : { commandOptions }),
-      ...(token === undefined ? {} : { token }),
-      ...(jaegerUrl === undefined ? {} : { jaegerUrl }),
-      ...(refreshMs === undefined ? {} : { refreshMs }),
-      onError: (error) => io.stderr.write(`once console: a request failed: ${describe(error)}\n`),
-    });
-    const server = http.createServer(toNodeListener(handler));
+    // The console answers to the hosts of the address it listens on, with the port it got (0 picks one), so
+    // the handler is made once the server listens, before it takes a request.
+    const server = http.createServer();
     try {
       server.listen(port, host);
       await once(server, "listening");
@@ -74,10 +83,23 @@ export const consoleCommand: Command = {
     }
     const address = server.address();
     const actualPort = typeof address === "object" && address !== null ? address.port : port;
+    const allowedHosts = [...new Set([...hostsServedAt(host, actualPort), ...allowedText])];
+    const handler = createConsole({
+      store,
+      allowWrites,
+      allowedHosts,
+      ...(commandOptions === undefined ? {} : { commandOptions }),
+      ...(token === undefined ? {} : { token }),
+      ...(jaegerUrl === undefined ? {} : { jaegerUrl }),
+      ...(refreshMs === undefined ? {} : { refreshMs }),
+      onError: (error) => io.stderr.write(`once console: a request failed: ${describe(error)}\n`),
+    });
+    server.on("request", toNodeListener(handler));
     const shown = host.includes(":") ? `[${host}]` : host;
     io.stdout.write(
       `once console on http://${shown}:${actualPort}/ (${allowWrites ? "writes allowed with the token" : "read-only"}); ` +
-        `store ${store.label}. Ctrl-C stops it.\n`,
+        `store ${store.label}. Ctrl-C stops it.\n` +
+        `It answers to the hosts ${allowedHosts.join(", ")} (more with --allowed-hosts).\n`,
     );
 
     const signal = await new Promise<NodeJS.Signals>((resolve) => {
@@ -150,8 +172,17 @@ function readToken(file: string | undefined, env: NodeJS.ProcessEnv): string {
     throw new UsageError(
       "--allow-writes needs a token: set ONCE_CONSOLE_TOKEN or pass --token-file <path> (resolving must not be open to anyone who reaches the port)",
     );
-  if (token.length < 16) throw new UsageError("the console's token must be 16 characters or more");
-  return token;
+  return usage(() => checkToken(token));
+}
+
+/** Runs a check of the console's; its RangeError, which names the option, is bad usage. */
+function usage<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof RangeError) throw new UsageError(error.message);
+    throw error;
+  }
 }
 
 function describe(error: unknown): string {

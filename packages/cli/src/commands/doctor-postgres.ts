@@ -1,11 +1,12 @@
 import { diagnosePostgres, MINIMUM_POSTGRES_MAJOR, PostgresStore, SCHEMA_VERSION } from "@once/postgres";
 import pg from "pg";
 import type { CliIo } from "../cli-io.js";
-import { CommandFailedError, UsageError } from "../errors.js";
+import { CommandFailedError } from "../errors.js";
 import { ExitCode } from "../exit-code.js";
 import type { ParsedOptions } from "../parse-command-line.js";
 import { jsonText } from "../record-view.js";
 import { renderTable } from "../render-table.js";
+import { POSTGRES_URL, storeUrlLabel } from "../store-url.js";
 
 interface Finding {
   check: string;
@@ -17,16 +18,7 @@ interface Finding {
 /** `once doctor --postgres-url`: what decides whether a PostgresStore can keep its promises there. */
 export async function doctorPostgres(options: ParsedOptions, io: CliIo): Promise<number> {
   const url = options.string("postgres-url") as string;
-  let label: string;
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== "") parsed.password = "***";
-    label = parsed.toString();
-  } catch {
-    throw new UsageError(
-      `--postgres-url ${JSON.stringify(url)} is not a URL: use postgres://user@host:5432/db`,
-    );
-  }
+  const label = storeUrlLabel(url, "--postgres-url", POSTGRES_URL);
   const schema = options.string("schema") ?? "once";
   const tablePrefix = options.string("table-prefix") ?? "";
   const pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 5_000 });

@@ -80,12 +80,38 @@ export const inspectCommand: Command = {
             : `in ${formatDuration(record.ttlMs)}`,
         ],
       );
+      if (record.task !== undefined) {
+        const t = record.task;
+        rows.push(["task", `namespace ${t.namespace}, task ${t.taskId}, step ${t.stepId}`]);
+      }
+      if (record.cancellation !== undefined) {
+        const c = record.cancellation;
+        rows.push([
+          "cancellation",
+          `task cancelled by ${c.by} at ${iso(c.at)} (${ago(c.at, now)})${c.why === "" ? "" : `: ${shown(c.why)}`}`,
+        ]);
+      }
       if (record.trace !== undefined) rows.push(["trace", record.trace]);
       if (record.result !== undefined) rows.push(["result", shown(record.result)]);
       if (record.error !== undefined) rows.push(["error", shown(errorText(record.error))]);
       if (record.resolution !== undefined) {
         const r = record.resolution;
         rows.push(["resolution", `${r.as} by ${r.by} at ${iso(r.at)} (${ago(r.at, now)}): ${r.why}`]);
+      }
+      if (record.approval !== undefined) {
+        const a = record.approval;
+        rows.push([
+          "approval",
+          `asked ${iso(a.requestedAt)} (${ago(a.requestedAt, now)}), expires ${iso(a.expiresAt)}: ${shown(a.reason)}`,
+        ]);
+        const d = a.decision;
+        if (d !== undefined)
+          rows.push([
+            "decision",
+            d.as === "expired"
+              ? `expired, noticed at ${iso(d.at)}`
+              : `${d.as} by ${d.by} at ${iso(d.at)} (${ago(d.at, now)}): ${d.why}`,
+          ]);
       }
       const table = renderTable(["field", "value"], rows, { maxCellWidth: SHOWN_CHARS + 40 });
       // The header row says nothing a reader needs here.
@@ -97,6 +123,25 @@ export const inspectCommand: Command = {
             `  once resolve ${key}${where} --applied --result '<json>' --why '…'\n` +
             `  once resolve ${key}${where} --not-applied --why '…'     (the next attempt runs the effect again)\n` +
             `  once resolve ${key}${where} --failed --error '<message>' --why '…'\n`,
+        );
+      }
+      if (record.state === "awaiting_approval" && (record.approval?.expiresAt ?? 0) > now) {
+        const where = whereOptions(options, prefix);
+        io.stdout.write(
+          `\nnext: decide it (fenced on fence ${record.fence}, bound to fingerprint ${record.fingerprint})\n` +
+            `  once approve ${key}${where} --fingerprint ${record.fingerprint} --why '…'   (the next attempt runs the effect, once)\n` +
+            `  once deny ${key}${where} --fingerprint ${record.fingerprint} --why '…'      (the call fails for good)\n`,
+        );
+      }
+      const task = record.task ?? derivedFrom;
+      if (task !== undefined) {
+        const where = whereOptions(options, prefix);
+        const namespace = task.namespace === "default" ? "" : ` --namespace ${task.namespace}`;
+        io.stdout.write(
+          `\nits task: once task ${task.taskId}${namespace}${where}` +
+            (record.cancellation === undefined
+              ? `\nto stop the task: once cancel --task ${task.taskId}${namespace}${where} --why '…'\n`
+              : "\n"),
         );
       }
       return ExitCode.ok;

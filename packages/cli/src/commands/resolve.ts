@@ -1,4 +1,3 @@
-import os from "node:os";
 import {
   type AnyTool,
   InvalidOutputError,
@@ -9,6 +8,7 @@ import {
 import { ago, errorText, formatDuration, resolveRefusal } from "@once/core/internal";
 import { askYes } from "../ask.js";
 import type { Command } from "../command.js";
+import { defaultBy } from "../default-by.js";
 import { parseDuration } from "../durations.js";
 import { UsageError } from "../errors.js";
 import { ExitCode } from "../exit-code.js";
@@ -240,16 +240,4 @@ function describe(
     `record expires ${record.ttlMs === undefined ? "never" : `in ${formatDuration(record.ttlMs)}`}`,
   );
   return lines.join("\n");
-}
-
-function defaultBy(env: NodeJS.ProcessEnv): string {
-  let user = env.USER ?? env.LOGNAME ?? env.USERNAME;
-  if (user === undefined || user === "") {
-    try {
-      user = os.userInfo().username;
-    } catch {
-      user = "unknown";
-    }
-  }
-  return `${user}@${os.hostname()}`;
 }

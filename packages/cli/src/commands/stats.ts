@@ -79,7 +79,8 @@ export const statsCommand: Command = {
               String(RECORD_STATES.reduce((sum, s) => sum + counts[s], 0)),
               ...RECORD_STATES.map((s) => String(counts[s])),
             ]),
-            { right: [1, 2, 3, 4, 5, 6, 7] },
+            // Every count right-aligned: the total and one column per state.
+            { right: RECORD_STATES.map((_, i) => i + 1).concat(RECORD_STATES.length + 1) },
           ),
         );
       }

@@ -6,6 +6,12 @@
   const status = document.getElementById("status");
   const live = document.querySelector("[data-live]");
   let renderedAt = performance.now();
+  // A form in the live part (approve / deny on a list) is not replaced while someone types in it: a refresh
+  // would take their words away. Leaving the page, or sending the form, ends it.
+  let typing = false;
+  live?.addEventListener("input", () => {
+    typing = true;
+  });
 
   function duration(ms) {
     const s = Math.floor(ms / 1000);
@@ -31,7 +37,7 @@
   }
 
   async function refresh() {
-    if (live === null || document.hidden) return;
+    if (live === null || document.hidden || typing) return;
     try {
       const response = await fetch(live.dataset.live, { cache: "no-store", credentials: "same-origin" });
       const text = await response.text();

@@ -3,7 +3,7 @@
   failed). An operator resolves it; the next claim reconciles again.
 
   Input:
-    KEYS[1] the record (hash)
+    KEYS[1] the record
     ARGV[1] owner token
     ARGV[2] why, as an error (JSON of { name, message, code? }), "" for none
     ARGV[3] retention, ms
@@ -12,18 +12,18 @@
     {10, fence}    ok
     {11}           lost: the token is not the owner's; nothing changed
     {12, reason}   refused: the state does not allow it; nothing changed
+    {13, layout, known}the record's layout is newer than these scripts know; nothing changed
 ]]
-local key = KEYS[1]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "includes/now"
+--- @include "includes/record"
+--- @include "includes/owned"
 
--- The full token, fence and nonce: a former owner whose lease was taken over must not write.
-local r = redis.call('HMGET', key, 'owner', 'state', 'fence')
-if r[1] ~= ARGV[1] then return {11} end
-if r[2] ~= 'reconciling' then return {12, 'state is ' .. r[2] .. ', not reconciling'} end
-
-redis.call('HDEL', key, 'owner', 'lease_until', 'result', 'error')
-redis.call('HSET', key, 'state', 'unknown', 'updated_at', now)
-if ARGV[2] ~= '' then redis.call('HSET', key, 'error', ARGV[2]) end
-redis.call('PEXPIRE', key, ARGV[3])
-return {10, tonumber(r[3])}
+local rec, refused = owned({'reconciling'})
+if refused then return refused end
+rec.state = 'unknown'
+rec.result = nil
+rec.error = nil
+if ARGV[2] ~= '' then rec.error = ARGV[2] end
+rec.updated_at = now
+saveRecord(KEYS[1], rec, ARGV[3])
+return {10, rec.fence}

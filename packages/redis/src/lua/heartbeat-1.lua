@@ -3,28 +3,27 @@
   runs out the record stays, and the next claim decides (takeover or reconcile).
 
   Input:
-    KEYS[1] the record (hash)
+    KEYS[1] the record
     ARGV[1] owner token
     ARGV[2] lease, ms
     ARGV[3] retention, ms
 
   Output:
-    {10, fence, lease_until}   ok
+    {10, fence, lease_until, cancel}   ok; cancel is 1 when the call's task was cancelled while its effect
+                                       ran (the owner aborts it), false otherwise
     {11}                       lost: the token is not the owner's; nothing changed
     {12, reason}               refused: the state does not allow it; nothing changed
+    {13, layout, known}        the record's layout is newer than these scripts know; nothing changed
 ]]
-local key = KEYS[1]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "includes/now"
+--- @include "includes/record"
+--- @include "includes/owned"
 
--- The full token, fence and nonce: a former owner whose lease was taken over must not write.
-local r = redis.call('HMGET', key, 'owner', 'state', 'fence')
-if r[1] ~= ARGV[1] then return {11} end
-if r[2] ~= 'claimed' and r[2] ~= 'reconciling' then
-  return {12, 'state is ' .. r[2] .. ', not claimed or reconciling'}
-end
-
-local leaseUntil = now + tonumber(ARGV[2])
-redis.call('HSET', key, 'lease_until', leaseUntil, 'updated_at', now)
-redis.call('PEXPIRE', key, ARGV[3])
-return {10, tonumber(r[3]), leaseUntil}
+local rec, refused = owned({'claimed', 'reconciling'})
+if refused then return refused end
+rec.lease_until = now + tonumber(ARGV[2])
+rec.updated_at = now
+saveRecord(KEYS[1], rec, ARGV[3])
+local cancel = false
+if rec.cancel_by then cancel = 1 end
+return {10, rec.fence, rec.lease_until, cancel}

@@ -3,7 +3,7 @@
   unless the caller asserts the effect was not applied: otherwise a retry could fire it twice.
 
   Input:
-    KEYS[1] the record (hash)
+    KEYS[1] the record
     ARGV[1] owner token
     ARGV[2] "1" when the caller asserts the effect was not applied, else ""
     ARGV[3] retention, ms
@@ -12,20 +12,20 @@
     {10, fence}    ok
     {11}           lost: the token is not the owner's; nothing changed
     {12, reason}   refused: the state or phase does not allow it; nothing changed
+    {13, layout, known}the record's layout is newer than these scripts know; nothing changed
 ]]
-local key = KEYS[1]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "includes/now"
+--- @include "includes/record"
+--- @include "includes/owned"
 
--- The full token, fence and nonce: a former owner whose lease was taken over must not write.
-local r = redis.call('HMGET', key, 'owner', 'state', 'fence', 'phase')
-if r[1] ~= ARGV[1] then return {11} end
-if r[2] ~= 'claimed' then return {12, 'state is ' .. r[2] .. ', not claimed'} end
-if r[4] == 'effect' and ARGV[2] ~= '1' then
+local rec, refused = owned({'claimed'})
+if refused then return refused end
+if rec.phase == 'effect' and ARGV[2] ~= '1' then
   return {12, 'the effect phase has begun: release needs the assertion that the effect was not applied'}
 end
-
-redis.call('HDEL', key, 'owner', 'lease_until', 'result', 'error')
-redis.call('HSET', key, 'state', 'released', 'updated_at', now)
-redis.call('PEXPIRE', key, ARGV[3])
-return {10, tonumber(r[3])}
+rec.state = 'released'
+rec.result = nil
+rec.error = nil
+rec.updated_at = now
+saveRecord(KEYS[1], rec, ARGV[3])
+return {10, rec.fence}

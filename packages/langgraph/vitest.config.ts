@@ -1,0 +1,6 @@
+import { packageTestConfig } from "../../vitest.shared.ts";
+
+export default packageTestConfig({
+  globalSetup: ["@once/support/global-setup"],
+  testTimeout: 120_000,
+});
