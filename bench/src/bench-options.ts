@@ -14,6 +14,7 @@ export const SECTIONS = [
   "scaling",
   "agent",
   "resume",
+  "recovery",
   "durability",
   "postgres",
   "peers",
@@ -48,7 +49,7 @@ export interface BenchOptions {
   profileDir: string | undefined;
   /** Only these throughput sides (for profiling one of them), e.g. `once`. */
   sides: readonly string[] | undefined;
-  /** peers: the sides to run (default every one), rounds of each cell, and tasks killed per side. */
+  /** peers: the sides to run (default every one), rounds of each cell, and tasks killed per side (recovery too). */
   peerSides: readonly PeerSide[];
   peerRounds: number;
   kills: number;
@@ -76,7 +77,9 @@ else 127.0.0.1:5432 (user postgres, no password), else a throwaway server (initd
 commit; docs/performance.md has the commands.
 peers (--only peers): once beside DBOS, Restate and the Workflow DevKit, tasks of 1–1,000 steps, each a POST held
 --effect-ms by a provider; then --kills tasks per side, each SIGKILLed once inside a step. Sides: ${PEER_SIDES.join(", ")}.
-Every engine server is started and stopped by the bench; docs/peers.md has the method.`;
+Every engine server is started and stopped by the bench; docs/peers.md has the method.
+recovery: --kills tasks in process and --kills through a BullMQ worker at the default settings, each SIGKILLed
+once inside a step; liveness writes with 50 calls in flight; a 1,000-turn resume; a worker's Redis commands/s.`;
 
 /** Reads the command line. `pnpm bench -- --json x` hands us a literal "--" first: skip it. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {

@@ -16,6 +16,7 @@ import { measureMemory } from "./memory.js";
 import { measureParts } from "./parts.js";
 import { comparePeers } from "./peers/peers.js";
 import { comparePostgres } from "./postgres.js";
+import { measureRecovery } from "./recovery.js";
 import { type RedisTarget, startDedicatedRedis, useExistingRedis } from "./redis-target.js";
 import { type Results, toJson, toTable } from "./report.js";
 import { compareResume } from "./resume.js";
@@ -195,6 +196,10 @@ async function main(): Promise<void> {
     if (want("resume")) {
       log("resume: agent tasks of 10, 100 and 1,000 recorded turns, resumed");
       results.resume = await compareResume(ctx, { turns: [10, 100, 1_000], rounds: 5 });
+    }
+
+    if (want("recovery")) {
+      results.recovery = await measureRecovery(ctx, { kills: options.kills, effectMs: options.effectMs });
     }
 
     if (want("durability")) {

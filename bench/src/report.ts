@@ -6,6 +6,7 @@ import { PARTS, type PartsFigures } from "./parts.js";
 import type { PeersFigures } from "./peers/peers.js";
 import { peersGoals, peersTables } from "./peers/peers-report.js";
 import type { PostgresFigures } from "./postgres.js";
+import type { RecoveryFigures } from "./recovery.js";
 import type { ResumeFigures } from "./resume.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
@@ -33,6 +34,7 @@ export interface Results {
   durability?: DurabilityFigures[];
   postgres?: PostgresFigures;
   peers?: PeersFigures;
+  recovery?: RecoveryFigures;
 }
 
 /** Median over rounds of a / b within each round. */
@@ -289,6 +291,7 @@ export function toJson(results: Results): Record<string, unknown> {
     };
   }
   if (results.peers) json.peers = roundNumbers(results.peers);
+  if (results.recovery) json.recovery = roundNumbers(results.recovery);
   if (results.durability) {
     json.durability = Object.fromEntries(results.durability.map((d) => [`c${d.concurrency}`, d.sides]));
   }
@@ -342,7 +345,38 @@ function goals(results: Results) {
     out.claimP99VsSetNx = { target: "<= 1.5 x", measured: ratios, met: ratios.every((r) => r.ratio <= 1.5) };
   }
   if (results.peers) Object.assign(out, peersGoals(results.peers));
+  if (results.recovery) Object.assign(out, recoveryGoals(results.recovery));
   return out;
+}
+
+/** Recovery goals, at the default settings (docs/performance.md). */
+function recoveryGoals(r: RecoveryFigures) {
+  const ms = (p50: number, p99: number) => `p50 ${Math.round(p50)} ms, p99 ${Math.round(p99)} ms`;
+  return {
+    killToCompleteInProcess: {
+      target: "p50 <= 1 s, p99 <= 2 s, 0 duplicates",
+      measured: `${ms(r.killToCompleteMsP50, r.killToCompleteMsP99)}, ${r.inProcess.duplicates} duplicates`,
+      met: r.killToCompleteMsP50 <= 1_000 && r.killToCompleteMsP99 <= 2_000 && r.inProcess.duplicates === 0,
+    },
+    killToCompleteWorker: {
+      target: "p50 <= 3 s, p99 <= 5 s, 0 duplicates",
+      measured: `${ms(r.workerKillToCompleteMsP50, r.workerKillToCompleteMsP99)}, ${r.worker.duplicates} duplicates`,
+      met:
+        r.workerKillToCompleteMsP50 <= 3_000 &&
+        r.workerKillToCompleteMsP99 <= 5_000 &&
+        r.worker.duplicates === 0,
+    },
+    livenessWrites: {
+      target: "<= 4 /s per process",
+      measured: `${r.heartbeatsPerSecPerProcess} /s with ${r.callsInFlight} calls in flight`,
+      met: r.heartbeatsPerSecPerProcess <= 4,
+    },
+    resume1000Turns: {
+      target: "<= 2 round trips, <= 100 ms",
+      measured: `${r.resume1000TurnsRoundTrips} round trips, ${r.resume1000TurnsMs} ms`,
+      met: r.resume1000TurnsRoundTrips <= 2 && r.resume1000TurnsMs <= 100,
+    },
+  };
 }
 
 const n0 = (v: number | undefined) =>
@@ -634,6 +668,7 @@ export function toTable(results: Results): string {
       ),
     );
   }
+  if (results.recovery) out.push(...recoveryTable(results.recovery));
   if (results.durability) {
     out.push(
       "",
@@ -707,4 +742,35 @@ function roundNumbers<T>(value: T): T {
 
 function mapValues<T, U>(record: Record<string, T>, f: (value: T) => U): Record<string, U> {
   return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, f(v)]));
+}
+
+function recoveryTable(r: RecoveryFigures): string[] {
+  const kills = (where: string, f: RecoveryFigures["inProcess"]) => [
+    where,
+    n0(f.kills),
+    `${n0(f.effectsMade)} / ${n0(f.effectsExpected)}`,
+    n0(f.duplicates),
+    n0(f.lost),
+    n0(f.recoveryMsP50),
+    n0(f.recoveryMsP99),
+  ];
+  const commands = Object.entries(r.workerCommandsPerSec).map(([name, c]) => [
+    name,
+    n1(c.idle),
+    n1(c.oneJob),
+  ]);
+  return [
+    "",
+    "Recovery at the default settings: SIGKILLed mid-effect, kill to the interrupted call's completion (ms)",
+    table(
+      ["path", "kills", "effects", "duplicates", "lost", "p50", "p99"],
+      [kills("in process", r.inProcess), kills("BullMQ worker", r.worker)],
+    ),
+    `  ${r.callsInFlight} calls in flight in one process: ${r.heartbeatsPerSecPerProcess} liveness renewals/s, ` +
+      `${r.leaseHeartbeatsPerSec} lease heartbeats/s; a 1,000-turn resume ${r.resume1000TurnsMs} ms, ` +
+      `${r.resume1000TurnsRoundTrips} round trips`,
+    "",
+    "One worker's Redis commands/s",
+    table(["settings", "idle", "one job held"], commands),
+  ];
 }

@@ -1,7 +1,9 @@
-// The store's records as Redis holds them, read by the suite directly (never through a worker's store):
+// The store's records as Redis holds them, read by the suite directly (never through a worker's store, but
+// decoded by the store's own record reader, scanRecords):
 // after a Redis kill, to see what it kept, and at the end of a run, for the verdict. A Cluster's records
 // are spread over its masters: each is read on its own, and together they are all the records.
 
+import { scanRecords } from "@once/redis";
 import { Redis } from "ioredis";
 
 /** One record's fields the suite compares (`result` only when asked for). */
@@ -32,26 +34,14 @@ async function readNode(
   const redis = new Redis(url, { maxRetriesPerRequest: null });
   redis.on("error", () => {});
   try {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1_000);
-      cursor = next;
-      if (keys.length === 0) continue;
-      const pipeline = redis.pipeline();
-      for (const key of keys)
-        pipeline.hmget(key, "state", "phase", "fence", ...(withResult ? ["result", "result2"] : []));
-      const replies = (await pipeline.exec()) ?? [];
-      keys.forEach((key, n) => {
-        const values = (replies[n]?.[1] ?? []) as (string | null)[];
-        found.set(key.slice(prefix.length), {
-          state: values[0] ?? null,
-          phase: values[1] ?? null,
-          fence: Number(values[2] ?? 0),
-          // A result of 65 to 128 bytes is kept in two parts (record layout v3): joined as the store joins them.
-          ...(withResult ? { result: values[3] == null ? null : values[3] + (values[4] ?? "") } : {}),
-        });
+    // Read as the store reads them (any layout it reads), straight off this node.
+    for await (const record of scanRecords(redis, { prefix, batchSize: 1_000 }))
+      found.set(record.key, {
+        state: record.state,
+        phase: record.phase,
+        fence: record.fence,
+        ...(withResult ? { result: record.result ?? null } : {}),
       });
-    } while (cursor !== "0");
   } finally {
     redis.disconnect();
   }

@@ -33,7 +33,10 @@ export interface KillSettings {
   tasks: number;
   k: number;
   effectMs: number;
-  /** once's lease in these runs: how soon a killed owner's key can be taken over. */
+  /**
+   * once's lease in these runs, and the BullMQ worker's lock (its stalled check every half of it); 0 keeps
+   * every default (the lease, the liveness entry, OnceWorker's lock and stalled check).
+   */
   leaseMs: number;
   /** Give up when nothing happens for this long. */
   stallMs: number;
@@ -110,7 +113,7 @@ export async function runKills(
     warmUpMs: 0,
     leaseMs: settings.leaseMs,
     ...env.config,
-    ...(env.config.bullmq
+    ...(env.config.bullmq && settings.leaseMs
       ? {
           bullmq: {
             ...env.config.bullmq,
