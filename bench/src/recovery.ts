@@ -10,7 +10,7 @@ import { type KillFigures, runKills } from "./peers/kills.js";
 import { startPeerProvider } from "./peers/provider.js";
 import { peerServers } from "./peers/sides.js";
 import { compareResume } from "./resume.js";
-import { commandCalls, commandDelta } from "./server-stats.js";
+import { commandCalls, commandDelta, redisCpuSeconds } from "./server-stats.js";
 import { round } from "./stats.js";
 
 /**
@@ -32,14 +32,21 @@ export interface RecoveryFigures {
   /** A 1,000-turn agent task resumed, every turn replayed: median ms and the commands it sent. */
   resume1000TurnsMs: number;
   resume1000TurnsRoundTrips: number;
-  /** Redis commands per second of one worker process (its queue and its store), idle and with one job held. */
-  workerCommandsPerSec: Record<WorkerSettingsName, { idle: number; oneJob: number }>;
+  /** One worker process's load on Redis (its queue and its store), idle and with one job held. */
+  workerCommandsPerSec: Record<WorkerSettingsName, { idle: WorkerLoad; oneJob: WorkerLoad }>;
   /** Every kill run as the peers section reports one. */
   inProcess: KillFigures;
   worker: KillFigures;
 }
 
 type WorkerSettingsName = "OnceWorker defaults" | "BullMQ defaults";
+
+/** Per second: commands Redis ran (those inside scripts included), the scripts among the calls, Redis CPU ms. */
+export interface WorkerLoad {
+  commands: number;
+  scripts: number;
+  redisCpuMs: number;
+}
 
 /** What BullMQ's own Worker uses when not told: lockDuration and stalledInterval 30 s. */
 const BULLMQ_DEFAULTS = { lockDuration: 30_000, stalledInterval: 30_000 };
@@ -172,9 +179,9 @@ async function countHeartbeats(
 }
 
 /**
- * One OnceWorker's Redis commands per second, at OnceWorker's defaults and at BullMQ's: idle for 10 s, then
- * with one job held for 10 s. Read from the server's command counts, so it includes BullMQ's blocking reads,
- * lock renewals and stalled checks and once's store writes (the same on both sides).
+ * One OnceWorker's load on Redis per second, at OnceWorker's defaults and at BullMQ's: idle for 10 s, then
+ * with one job held for 10 s. Read off the server (commandstats and its CPU), so it counts BullMQ's blocking
+ * reads, lock renewals and stalled checks, and once's store writes for the held call (the same on both sides).
  */
 async function workerCommands(ctx: BenchContext): Promise<RecoveryFigures["workerCommandsPerSec"]> {
   const out = {} as RecoveryFigures["workerCommandsPerSec"];
@@ -203,13 +210,20 @@ async function workerCommands(ctx: BenchContext): Promise<RecoveryFigures["worke
       workerOptions: { prefix, ...workerOptions },
     });
     const windowMs = 10_000;
-    const rate = async () => {
+    const rate = async (): Promise<WorkerLoad> => {
       const before = await commandCalls(ctx.probe);
+      const cpuBefore = await redisCpuSeconds(ctx.probe);
       await sleep(windowMs);
+      const cpu = (await redisCpuSeconds(ctx.probe)) - cpuBefore;
       const delta = commandDelta(before, await commandCalls(ctx.probe));
-      // The probe's own INFO is one command: not the worker's.
-      const total = [...delta.values()].reduce((a, b) => a + b, 0) - 1;
-      return round((total * 1000) / windowMs, 1);
+      const sum = (names: (name: string) => boolean) =>
+        [...delta].filter(([name]) => names(name)).reduce((total, [, calls]) => total + calls, 0);
+      const perSec = (n: number) => round((n * 1000) / windowMs, 1);
+      return {
+        commands: perSec(sum(() => true)),
+        scripts: perSec(sum((name) => SCRIPT_CALLS.has(name))),
+        redisCpuMs: perSec(cpu * 1000),
+      };
     };
     try {
       await sleep(1_000);
@@ -229,7 +243,10 @@ async function workerCommands(ctx: BenchContext): Promise<RecoveryFigures["worke
       await sleep(1_000);
       const oneJob = await rate();
       out[name] = { idle, oneJob };
-      ctx.log(`recovery: worker at ${name}: ${idle} commands/s idle, ${oneJob} with one job held`);
+      ctx.log(
+        `recovery: worker at ${name}: idle ${idle.commands} commands/s (${idle.scripts} scripts), ` +
+          `one job held ${oneJob.commands} (${oneJob.scripts})`,
+      );
     } finally {
       release();
       await worker.close();
@@ -241,5 +258,8 @@ async function workerCommands(ctx: BenchContext): Promise<RecoveryFigures["worke
   }
   return out;
 }
+
+/** The calls that run a script: each one round trip, its commands counted under their own names. */
+const SCRIPT_CALLS = new Set(["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"]);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -6,7 +6,7 @@ import { PARTS, type PartsFigures } from "./parts.js";
 import type { PeersFigures } from "./peers/peers.js";
 import { peersGoals, peersTables } from "./peers/peers-report.js";
 import type { PostgresFigures } from "./postgres.js";
-import type { RecoveryFigures } from "./recovery.js";
+import type { RecoveryFigures, WorkerLoad } from "./recovery.js";
 import type { ResumeFigures } from "./resume.js";
 import type { CommandCount, RoundTrips } from "./round-trips.js";
 import { median, ratio, round } from "./stats.js";
@@ -754,10 +754,11 @@ function recoveryTable(r: RecoveryFigures): string[] {
     n0(f.recoveryMsP50),
     n0(f.recoveryMsP99),
   ];
+  const load = (l: WorkerLoad) => `${n1(l.commands)} (${n1(l.scripts)} scripts), ${n2(l.redisCpuMs)} ms CPU`;
   const commands = Object.entries(r.workerCommandsPerSec).map(([name, c]) => [
     name,
-    n1(c.idle),
-    n1(c.oneJob),
+    load(c.idle),
+    load(c.oneJob),
   ]);
   return [
     "",
@@ -770,7 +771,7 @@ function recoveryTable(r: RecoveryFigures): string[] {
       `${r.leaseHeartbeatsPerSec} lease heartbeats/s; a 1,000-turn resume ${r.resume1000TurnsMs} ms, ` +
       `${r.resume1000TurnsRoundTrips} round trips`,
     "",
-    "One worker's Redis commands/s",
+    "One worker's load on Redis per second: commands run (scripts among the calls), Redis CPU",
     table(["settings", "idle", "one job held"], commands),
   ];
 }

@@ -21,12 +21,13 @@ export interface OnceWorkerOptions extends Omit<CallProcessorOptions, "worker"> 
   backend?: BackendFactory<IQueueBackend, never>;
   concurrency?: number;
   /**
-   * Any other BullMQ worker option (prefix, …). `lockDuration` defaults to 3 s and `stalledInterval` to 1 s
-   * here (BullMQ's own are 30 s each): a job whose worker was killed goes back to the queue 2.5 s after the kill
-   * at the median, and its call, whose owner's liveness entry is gone by then, is reconciled at once by the next
-   * worker. The price: each worker renews its jobs' locks every 1.5 s and checks for stalled jobs every second
-   * (about 1.7 scripts a second per worker), and a worker whose event loop blocks for more than 1.5 s loses its
-   * jobs' locks: BullMQ hands them to another worker, whose claim finds the call in flight (no effect runs
+   * Any other BullMQ worker option (prefix, …). `lockDuration` defaults to 2.5 s and `stalledInterval` to
+   * 0.5 s here (BullMQ's own are 30 s each): a job whose worker was killed goes back to the queue within 3 s of
+   * the kill (its lock, taken when the job started, runs out, and the next stalled check finds it), and its
+   * call, whose owner's liveness entry is gone by then, is reconciled at once by the next worker. The price:
+   * each worker renews its jobs' locks every 1.25 s and checks for stalled jobs twice a second (about 3 scripts
+   * a second per worker, docs/performance.md), and a worker whose event loop blocks for more than 1.25 s loses
+   * its jobs' locks: BullMQ hands them to another worker, whose claim finds the call in flight (no effect runs
    * twice), and fails a job that stalls more than `maxStalledCount` times (BullMQ's default 1). Give both for
    * BullMQ's behaviour.
    */
@@ -34,8 +35,8 @@ export interface OnceWorkerOptions extends Omit<CallProcessorOptions, "worker"> 
 }
 
 /** OnceWorker's `lockDuration` and `stalledInterval` when not given: see `workerOptions`. */
-const ONCE_WORKER_LOCK_DURATION_MS = 3_000;
-const ONCE_WORKER_STALLED_INTERVAL_MS = 1_000;
+const ONCE_WORKER_LOCK_DURATION_MS = 2_500;
+const ONCE_WORKER_STALLED_INTERVAL_MS = 250;
 
 /** What BullMQ's PostgreSQL backend connects with (its `PostgresConnectionOptions`). */
 type PostgresConnection = Parameters<typeof createPostgresBackend>[1]["connection"];

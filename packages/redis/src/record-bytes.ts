@@ -54,11 +54,20 @@ export function replyText(script: ScriptName, reply: unknown): unknown {
     case "get":
       return [reply[0], recordFieldsText(reply[1])];
     case "read-task": {
-      // The entry's fields, then a key, a pttl and a record's fields for each filed call.
-      const [entry, ...filed] = reply as [unknown, ...unknown[]];
+      // The entry's fields and the names of a packed record's positions, then a key, a pttl and a record for
+      // each filed call: its packed string, left as bytes (packed-record.ts), or a hash's fields.
+      const [entry, fields, states, phases, ...filed] = reply as [
+        unknown,
+        unknown,
+        unknown,
+        unknown,
+        ...unknown[],
+      ];
       return [
-        Array.isArray(entry) ? entry.map(text) : entry,
-        ...filed.map((value, i) => (i % 3 === 2 ? recordFieldsText(value) : text(value))),
+        ...[entry, fields, states, phases].map((list) => (Array.isArray(list) ? list.map(text) : list)),
+        ...filed.map((value, i) =>
+          i % 3 !== 2 ? text(value) : Buffer.isBuffer(value) ? value : recordFieldsText(value),
+        ),
       ];
     }
     default:
@@ -81,17 +90,15 @@ function recordFieldsText(flat: unknown): unknown {
   const out: unknown[] = [];
   for (let i = 0; i + 1 < flat.length; i += 2) {
     const field = String(text(flat[i]));
-    const value = flat[i + 1];
-    out.push(
-      field,
-      !Buffer.isBuffer(value)
-        ? value
-        : field === "fp"
-          ? fingerprintText(value)
-          : field === "trace"
-            ? traceText(value)
-            : value.toString("utf8"),
-    );
+    out.push(field, fieldText(field, flat[i + 1]));
   }
   return out;
+}
+
+/** One field's value, read as bytes, in text: the fingerprint and the traceparent in their text forms. */
+export function fieldText(field: string, value: unknown): unknown {
+  if (!Buffer.isBuffer(value)) return value;
+  if (field === "fp") return fingerprintText(value);
+  if (field === "trace") return traceText(value);
+  return value.toString("utf8");
 }

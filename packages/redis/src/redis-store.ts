@@ -46,6 +46,7 @@ import {
   type ScriptArg,
   type Scripts,
 } from "./load-scripts.js";
+import { unpackRecord } from "./packed-record.js";
 import { fingerprintBytes, traceBytes } from "./record-bytes.js";
 import { refuseNewerLayout } from "./record-layout.js";
 import type { ScriptName } from "./script-names.js";
@@ -322,15 +323,24 @@ export class RedisStore implements ApprovalStore, TaskStore, LivenessStore {
     entry: string,
   ): Promise<{ fields: Record<string, string>; records: Map<string, OnceRecord> }> {
     const reply = await this.#call("read-task", entry, [this.prefix]);
-    if (!Array.isArray(reply) || !Array.isArray(reply[0]) || reply.length % 3 !== 1)
+    if (!Array.isArray(reply) || reply.length % 3 !== 1 || !reply.slice(0, 4).every(Array.isArray))
       throw new RedisScriptError("read-task", `unexpected reply ${JSON.stringify(reply)}`);
-    const [flat, ...filed] = reply as [unknown[], ...unknown[]];
+    const [flat, fieldNames, states, phases, ...filed] = reply as [
+      string[],
+      string[],
+      string[],
+      string[],
+      ...unknown[],
+    ];
+    const names = { fields: fieldNames, states, phases };
     const fields: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) fields[String(flat[i])] = String(flat[i + 1]);
     const records = new Map<string, OnceRecord>();
     for (let i = 0; i + 2 < filed.length; i += 3) {
       const key = String(filed[i]);
-      const record = toRecord(key, [filed[i + 1], filed[i + 2]]);
+      const kept = filed[i + 2];
+      const recordFields = Buffer.isBuffer(kept) ? unpackRecord(key, kept, names) : kept;
+      const record = toRecord(key, [filed[i + 1], recordFields]);
       if (record !== undefined) records.set(key, record);
     }
     return { fields, records };

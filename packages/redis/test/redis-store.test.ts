@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { type ClaimRequest, deriveTaskKey, StoreUnavailableError } from "@once/core";
+import { type ClaimRequest, deriveTaskKey, type OnceRecord, StoreUnavailableError } from "@once/core";
 import { describeStoreConformance } from "@once/core/testing";
 import {
   cleanupPrefix,
@@ -30,6 +30,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 function request(key: string, overrides: Partial<ClaimRequest> = {}): ClaimRequest {
   return { key, fingerprint: "fp", tool: "charge_card", phase: "prepare", leaseMs: 10_000, ...overrides };
+}
+
+/** A record without its time left, which moves between two reads of it. */
+function withoutTtl(record: OnceRecord | undefined): Omit<OnceRecord, "ttlMs"> | undefined {
+  if (record === undefined) return undefined;
+  const { ttlMs: _, ...rest } = record;
+  return rest;
 }
 
 function randomKey(): string {
@@ -392,6 +399,44 @@ describe("RedisStore on a standalone Redis", () => {
       expect(await store.claim(request(claimed, { fingerprint }))).toMatchObject({
         outcome: "replay",
         result,
+      });
+      // Filed under one task, the hash and the string are read in one script, each as get reads it.
+      await redis.hset(`${prefix}task:${deriveTaskKey(task)}`, `c:${done}`, 1, `c:${claimed}`, 2);
+      const read = await store.readTask(task);
+      expect(read.records.map(withoutTtl)).toEqual(
+        [await store.get(done), await store.get(claimed)].map(withoutTtl),
+      );
+      expect(await redis.type(prefix + done)).toBe("hash");
+    });
+
+    it("a task's read unpacks its records in Node, and names a filed string that is no record", async () => {
+      const store = await RedisStore.create({ redis, prefix, retentionMs: 60_000 });
+      const task = { namespace: "default", taskId: `packed-${randomKey().slice(0, 8)}` };
+      const keys: string[] = [];
+      for (const [n, result] of ["{}", JSON.stringify({ pad: "é".repeat(200) })].entries()) {
+        const key = randomKey();
+        keys.push(key);
+        const claim = await store.claim(
+          request(key, {
+            task: { ...task, stepId: String(n) },
+            trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+          }),
+        );
+        if (claim.outcome !== "acquired") throw new Error(claim.outcome);
+        if (n === 0) await store.complete(key, claim.token, result);
+      }
+      const read = await store.readTask(task);
+      expect(read.records.map(withoutTtl)).toEqual(
+        (await Promise.all(keys.map((key) => store.get(key)))).map(withoutTtl),
+      );
+      expect(read.records.map((r) => r.state)).toEqual(["done", "claimed"]);
+
+      const stray = randomKey();
+      await redis.set(prefix + stray, "not a record", "PX", 60_000);
+      await redis.hset(`${prefix}task:${deriveTaskKey(task)}`, `c:${stray}`, 3);
+      await expect(store.readTask(task)).rejects.toMatchObject({
+        name: "RedisScriptError",
+        message: expect.stringContaining(`record ${stray} is not a MessagePack array`),
       });
     });
 
