@@ -49,11 +49,9 @@ export type ModeEvent =
   | { type: "progress"; mode: string; done: number; failed: number; total: number }
   | { type: "note"; mode: string; text: string };
 
-// The failure-handling timings, short so a killed worker's calls come back within seconds. The worker
-// and the orchestrator get the same values: both check the retry window against them.
-const LEASE_MS = 4_000;
-const LOCK_MS = 3_000;
-const STALLED_MS = 1_000;
+// The failure-handling timings are once's defaults: a 30 s lease, OnceWorker's 2.5 s lock and 0.25 s stalled
+// check, a 1 s liveness entry; a killed worker's calls come back within about 3 s of the kill. The
+// orchestrator's dispatcher assumes BullMQ's own lock and stalled check in its retry window (the longer one).
 const RETENTION_MS = 60 * 60 * 1000;
 const DRAIN_TIMEOUT_MS = 60_000;
 
@@ -86,16 +84,7 @@ export async function runMode(options: ModeOptions): Promise<ModeRun> {
   events.on("duplicated", () => duplicatedSends++);
   const workers: NodeChild[] = [];
   let workerKills = 0;
-  const timing = [
-    "--lease-ms",
-    LEASE_MS,
-    "--lock-ms",
-    LOCK_MS,
-    "--stalled-ms",
-    STALLED_MS,
-    "--retention-ms",
-    RETENTION_MS,
-  ].map(String);
+  const timing = ["--retention-ms", String(RETENTION_MS)];
   const common = ["--queue", queueName, ...place.args, ...timing];
 
   const startWorker = async (slot: number) => {

@@ -27,9 +27,27 @@ export class CountingStore implements OnceStore {
   readonly #store: OnceStore;
   readonly #counters: Counters;
 
-  constructor(store: OnceStore, counters: Counters) {
+  private constructor(store: OnceStore, counters: Counters) {
     this.#store = store;
     this.#counters = counters;
+  }
+
+  /**
+   * `store`, counted. The counted calls go through a CountingStore; every other method goes straight to
+   * `store`, so the wrapper keeps whatever else the store can do (its process liveness entries, tasks,
+   * approvals). A wrapper of OnceStore's methods alone would hide those: once would then run without them —
+   * with no liveness entry, a killed worker's calls wait out their whole lease.
+   */
+  static wrap(store: OnceStore, counters: Counters): OnceStore {
+    const counting = new CountingStore(store, counters);
+    return new Proxy(counting, {
+      get(target, name) {
+        const own = name in target;
+        const value = Reflect.get(own ? target : store, name);
+        return typeof value === "function" ? value.bind(own ? target : store) : value;
+      },
+      has: (target, name) => name in target || name in store,
+    });
   }
 
   get retentionMs(): number {

@@ -21,5 +21,5 @@ export async function openOrderStore(options: OrderStoreOptions): Promise<OnceSt
     prefix: layout.store,
     ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
   });
-  return options.countOutcomes ? new CountingStore(store, new RedisCounters(redis, layout.stats)) : store;
+  return options.countOutcomes ? CountingStore.wrap(store, new RedisCounters(redis, layout.stats)) : store;
 }

@@ -64,7 +64,7 @@ export async function openPostgresOrderStore(options: {
     ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
   });
   return options.countOutcomes
-    ? new CountingStore(store, new PostgresCounters(options.pool, options.layout))
+    ? CountingStore.wrap(store, new PostgresCounters(options.pool, options.layout))
     : store;
 }
 

@@ -1,5 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { deriveKey, fingerprint, MemoryStore } from "@once/core";
+import {
+  deriveKey,
+  fingerprint,
+  isApprovalStore,
+  isLivenessStore,
+  isTaskStore,
+  isTransactionalStore,
+  MemoryStore,
+} from "@once/core";
+import { RedisStore } from "@once/redis";
 import { cleanupPrefix, redisUrl } from "@once/support";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -52,7 +61,7 @@ describe("RedisOrderBook", () => {
 describe("CountingStore", () => {
   it("counts claim outcomes, finished look-ups and reconcile resolutions in Redis", async () => {
     const counters = new RedisCounters(redis, layout.stats);
-    const store = new CountingStore(new MemoryStore(), counters);
+    const store = CountingStore.wrap(new MemoryStore(), counters);
     const key = deriveKey({ taskId: "t", stepId: "s" });
     const request = {
       key,
@@ -77,5 +86,19 @@ describe("CountingStore", () => {
       "lost.complete": 1,
     });
     expect(store.retentionMs).toBe(new MemoryStore().retentionMs);
+  });
+
+  it("keeps every capability of the store it counts: liveness entries, tasks, approvals", async () => {
+    const redisStore = await RedisStore.create({ redis, prefix: layout.store });
+    const capabilities = [isLivenessStore, isTaskStore, isApprovalStore, isTransactionalStore];
+    for (const inner of [new MemoryStore(), redisStore]) {
+      const counted = CountingStore.wrap(inner, new RedisCounters(redis, layout.stats));
+      expect(capabilities.map((is) => is(counted))).toEqual(capabilities.map((is) => is(inner)));
+    }
+    const counted = CountingStore.wrap(redisStore, new RedisCounters(redis, layout.stats));
+    if (!isLivenessStore(counted)) throw new Error("no liveness through the wrapper");
+    expect(await counted.openLiveness("counted-process", 5_000)).toBe(true);
+    expect(await redis.pttl(`${layout.store}live:counted-process`)).toBeGreaterThan(0);
+    await counted.endLiveness("counted-process");
   });
 });

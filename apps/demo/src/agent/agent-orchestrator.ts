@@ -1,6 +1,6 @@
 // `node dist/agent/agent-orchestrator.js --framework ai|openai-agents|langgraph|mastra --mode naive|once
 //   --redis-url URL --prefix P --payments-url URL --task-prefix ID --task-numbers 1,2,… [--concurrency 20]
-//   [--timeout-ms 250] [--lease-ms 2000]`
+//   [--timeout-ms 250] [--lease-ms 30000]`
 // The agent demo's orchestrator process: runs the given order tasks, each the framework's own agent loop on a
 // scripted order-agent model (the framework's own mock), every tool call re-sent when its wait times out.
 // naive: plain tools straight to the provider; once: the loop through the framework's once adapter, on the
@@ -35,7 +35,7 @@ function parseCommandLine() {
         "task-numbers": { type: "string" },
         concurrency: { type: "string", default: "20" },
         "timeout-ms": { type: "string", default: "250" },
-        "lease-ms": { type: "string", default: "2000" },
+        "lease-ms": { type: "string", default: "30000" },
       },
     }).values;
   } catch (error) {

@@ -33,10 +33,10 @@ export interface AgentModeOptions {
 }
 
 /**
- * How long a killed orchestrator's calls hold their keys (model turns and tool calls alike) before a
- * restarted one may take them over: short, so a restart resumes within seconds.
+ * The lease of the orchestrator's calls (model turns and tool calls alike): once's default. A killed
+ * orchestrator's calls are taken over when its process's liveness entry runs out (about a second), not its lease.
  */
-const LEASE_MS = 2_000;
+const LEASE_MS = 30_000;
 
 /** A line the agent orchestrator prints: a task started, or finished. */
 type TaskLine = {
