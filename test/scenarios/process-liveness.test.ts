@@ -8,6 +8,8 @@
 //   c. SIGSTOPped past its entry's time to live before the charge: the next caller charges (the reconcile
 //      found nothing); thawed, the frozen owner's last look at its lease asks the store, finds its entry gone
 //      and sends nothing.
+//   d. alive, but its entry lost by the store (deleted, as a restart of a Redis that keeps nothing loses it):
+//      the next caller reconciles; the owner's renewal finds the entry gone, and its complete is refused.
 
 import { existsSync } from "node:fs";
 import { deriveKey } from "@once/core";
@@ -192,6 +194,40 @@ describe("liveness per process: an owner that dies or stalls is recovered within
         owner.thaw();
         const settled = await owner.waitFor("settled", { timeoutMs: 15_000 });
         // Its lease had more than 25 s left; its entry was gone, and the takeover raised the fence.
+        expect(settled.error).toMatchObject({ name: "LeaseLostError" });
+        expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
+        const charges = s.charges();
+        expect(charges.total).toBe(1);
+        expect(charges.duplicates).toBe(0);
+      } finally {
+        await owner.stop();
+      }
+    }));
+
+  it("the store loses a live owner's entry (as a Redis that keeps nothing does on a restart): the next caller reconciles, the owner's complete is refused", () =>
+    withScenario({ label: "liveness-entry-lost" }, async (s) => {
+      const step = { taskId: `task-liveness-lost-${process.pid}`, stepId: "charge" };
+      const gate = s.gateFile("entry-lost");
+      const owner = startOwner(s, step, {
+        input: { orderId: "order-liveness-lost", amount: 4_300 },
+        pause: { at: "after-charge", gateFile: gate },
+      });
+      try {
+        const charged = await owner.waitFor("charged", { timeoutMs: 15_000 });
+        await owner.waitFor("paused", { timeoutMs: 5_000 });
+        const record = await s.record(step.taskId, step.stepId);
+        expect(await s.redis.del(`${s.storePrefix}live:${record?.liveness}`)).toBe(1);
+        const { runner, tools } = nextCaller(s);
+        const answer = await runner.call(
+          tools.chargeCustomer,
+          { orderId: "order-liveness-lost", amount: 4_300 },
+          step,
+        );
+        // The owner is alive and renewing, but an entry once gone is never made again: its claim is taken over.
+        expect(answer.outcome).toBe("reconciled");
+        expect(answer.result.chargeId).toBe(charged.chargeId);
+        s.openGate(gate);
+        const settled = await owner.waitFor("settled", { timeoutMs: 15_000 });
         expect(settled.error).toMatchObject({ name: "LeaseLostError" });
         expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
         const charges = s.charges();
