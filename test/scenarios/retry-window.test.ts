@@ -106,10 +106,10 @@ describe("a retention shorter than the retry window", () => {
         expect((error as RetryWindowError).message).toContain("lease 600000 (charge_customer's own)");
       }
       const [worker, dispatcher, processor] = errors as RetryWindowError[];
-      // OnceWorker: 1 × (600 s + its 0.5 s stalled check; its 2.5 s lock is shorter than the lease). The
+      // OnceWorker: 1 × (600 s + its 0.25 s stalled check; its 2.5 s lock is shorter than the lease). The
       // processor runs in a BullMQ Worker of BullMQ's defaults unless told: 1 × (600 s + 30 s). The dispatcher
       // assumes those defaults too (the longer window), and adds its 2 re-enqueues × 30 s.
-      expect(worker?.worstCaseMs).toBe(600_500);
+      expect(worker?.worstCaseMs).toBe(600_250);
       expect(processor?.worstCaseMs).toBe(630_000);
       expect(dispatcher?.terms.find((t) => t.name === "attempts")).toEqual(
         processor?.terms.find((t) => t.name === "attempts"),
