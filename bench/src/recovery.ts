@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { type CallData, jobIdForKey, OnceWorker } from "@once/bullmq";
 import { DEFAULT_NAMESPACE, defineTool, deriveKey, type OnceStore } from "@once/core";
 import { InProcess } from "@once/engine";
@@ -261,5 +262,3 @@ async function workerCommands(ctx: BenchContext): Promise<RecoveryFigures["worke
 
 /** The calls that run a script: each one round trip, its commands counted under their own names. */
 const SCRIPT_CALLS = new Set(["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"]);
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

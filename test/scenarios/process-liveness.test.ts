@@ -35,6 +35,14 @@ function nextCaller(s: Scenario): { runner: InProcess; tools: ReturnType<typeof 
   return { runner, tools };
 }
 
+/** What every case ends with: the record done under the claim that took over (fence 2), and one charge. */
+async function expectTakenOverOnce(s: Scenario, step: { taskId: string; stepId: string }): Promise<void> {
+  expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
+  const charges = s.charges();
+  expect(charges.total).toBe(1);
+  expect(charges.duplicates).toBe(0);
+}
+
 function startOwner(
   s: Scenario,
   step: { taskId: string; stepId: string },
@@ -83,10 +91,7 @@ describe("liveness per process: an owner that dies or stalls is recovered within
         expect(answer.outcome).toBe("reconciled");
         expect(answer.result.chargeId).toBe(charged.chargeId);
         expect(recoveryMs).toBeLessThan(RECOVERY_BOUND_MS);
-        expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
-        const charges = s.charges();
-        expect(charges.total).toBe(1);
-        expect(charges.duplicates).toBe(0);
+        await expectTakenOverOnce(s, step);
       } finally {
         await owner.stop();
       }
@@ -195,10 +200,7 @@ describe("liveness per process: an owner that dies or stalls is recovered within
         const settled = await owner.waitFor("settled", { timeoutMs: 15_000 });
         // Its lease had more than 25 s left; its entry was gone, and the takeover raised the fence.
         expect(settled.error).toMatchObject({ name: "LeaseLostError" });
-        expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
-        const charges = s.charges();
-        expect(charges.total).toBe(1);
-        expect(charges.duplicates).toBe(0);
+        await expectTakenOverOnce(s, step);
       } finally {
         await owner.stop();
       }
@@ -229,10 +231,7 @@ describe("liveness per process: an owner that dies or stalls is recovered within
         s.openGate(gate);
         const settled = await owner.waitFor("settled", { timeoutMs: 15_000 });
         expect(settled.error).toMatchObject({ name: "LeaseLostError" });
-        expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
-        const charges = s.charges();
-        expect(charges.total).toBe(1);
-        expect(charges.duplicates).toBe(0);
+        await expectTakenOverOnce(s, step);
       } finally {
         await owner.stop();
       }
@@ -269,10 +268,7 @@ describe("liveness per process: an owner that dies or stalls is recovered within
         const settled = await owner.waitFor("settled", { timeoutMs: 15_000 });
         expect(settled.error).toMatchObject({ name: "LeaseLostError" });
         expect(owner.all("charged")).toHaveLength(0);
-        expect(await s.record(step.taskId, step.stepId)).toMatchObject({ state: "done", fence: 2 });
-        const charges = s.charges();
-        expect(charges.total).toBe(1);
-        expect(charges.duplicates).toBe(0);
+        await expectTakenOverOnce(s, step);
       } finally {
         await owner.stop();
       }
