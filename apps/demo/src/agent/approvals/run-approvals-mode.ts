@@ -27,7 +27,10 @@ export interface ApprovalsModeOptions {
   signal?: AbortSignal;
 }
 
-/** How long a killed orchestrator's calls hold their keys before a restarted one may take them over. */
+/**
+ * The lease of the orchestrator's calls. A killed orchestrator's calls are taken over when its process's liveness
+ * entry runs out (about a second); the lease bounds only an orchestrator that is alive but stalled.
+ */
 const LEASE_MS = 2_000;
 
 type OrchestratorLine = {
