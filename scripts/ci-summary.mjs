@@ -22,6 +22,7 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 let problems = 0;
+const failures = [];
 
 for (const file of reports) {
   let json;
@@ -41,23 +42,32 @@ for (const file of reports) {
   failed += f;
   skipped += s;
   if (brokenFiles > 0) problems++;
-  // The failed tests by name, with the first line of why: the tail of the log is often all that is kept.
   for (const suite of json.testResults ?? [])
     for (const test of suite.assertionResults ?? [])
       if (test.status === "failed")
-        console.log(
-          `[ci] FAILED ${path.relative(process.cwd(), suite.name)} > ${test.fullName}: ${String(
-            test.failureMessages?.[0] ?? "",
-          )
-            .split("\n")[0]
-            .slice(0, 300)}`,
-        );
+        failures.push({
+          name: `${path.relative(process.cwd(), suite.name)} > ${test.fullName}`,
+          why: test.failureMessages?.[0],
+        });
   console.log(
     `[ci] ${file}: ${p} passed, ${f} failed, ${s} skipped/todo` +
       (brokenFiles > 0
         ? `, ${brokenFiles} failed test file(s) without a failed test: counted as a problem`
         : ""),
   );
+}
+
+// The failed tests by name, with why, last of the per-report lines: the tail of the log is often all that is
+// kept. Why is the message's first line and its last lines without the stack (a child's stdout and stderr
+// end there).
+const WHY_TAIL_LINES = 30;
+for (const { name, why } of failures) {
+  const lines = String(why ?? "")
+    .split("\n")
+    .filter((line) => !/^\s+at /.test(line));
+  console.log(`[ci] FAILED ${name}: ${(lines[0] ?? "").slice(0, 300)}`);
+  for (const line of lines.slice(Math.max(1, lines.length - WHY_TAIL_LINES)))
+    console.log(`[ci]   ${line.slice(0, 300)}`);
 }
 
 // Every workspace package whose test script runs vitest must have written a report.
