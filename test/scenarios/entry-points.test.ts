@@ -13,6 +13,12 @@ import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { HumanMessage } from "@langchain/core/messages";
+import { FakeListChatModel } from "@langchain/core/utils/testing";
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { Agent as MastraAgent } from "@mastra/core/agent";
+import { MastraLanguageModelV2Mock } from "@mastra/core/test-utils/llm-mock";
+import { createWorkflow } from "@mastra/core/workflows";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -37,6 +43,8 @@ import {
   type TaskStore,
 } from "@once/core";
 import { InProcess, RetryWindowError } from "@once/engine";
+import { onceGraph } from "@once/langgraph";
+import { onceRun, onceStep } from "@once/mastra";
 import { onceMcpServer } from "@once/mcp";
 import { onceTask as openAiTask } from "@once/openai-agents";
 import { PostgresStore } from "@once/postgres";
@@ -86,6 +94,9 @@ const ENTRY_POINTS: Record<string, (store: OnceStore, tools: readonly AnyTool[])
   "@once/openai-agents onceTask": (store, tools) => openAiTask({ taskId: "task-window", store, tools }),
   "@once/mcp onceMcpServer": (store, tools) =>
     onceMcpServer({ name: "orders", version: "1.0.0", store, tools }),
+  "@once/langgraph onceGraph": (store, tools) => onceGraph({ store, tools }),
+  "@once/mastra onceRun": (store, tools) => onceRun({ runId: "task-window", store, tools }),
+  "@once/mastra onceStep": (store, tools) => onceStep(tools[0] as AnyTool, { store }),
 };
 
 const STORES: Record<string, (retentionMs: number) => Promise<OnceStore>> = {
@@ -257,6 +268,48 @@ class CountingAgentsModel implements Model {
   }
 }
 
+/** LangChain's own fake chat model, counting its calls: a cancelled thread must never call it. */
+class CountingChatModel extends FakeListChatModel {
+  constructor() {
+    super({ responses: ["done"] });
+  }
+  override _generate(...args: Parameters<FakeListChatModel["_generate"]>) {
+    ran.model += 1;
+    return super._generate(...args);
+  }
+}
+
+/** Mastra's own mock model, answering "done" and counting its calls. */
+function countingMastraModel() {
+  const answer = async () => {
+    ran.model += 1;
+    return {
+      content: [{ type: "text" as const, text: "done" }],
+      finishReason: "stop" as const,
+      usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+      warnings: [],
+    };
+  };
+  return new MastraLanguageModelV2Mock({
+    provider: "mock",
+    modelId: "counting",
+    doGenerate: answer,
+    doStream: async () => {
+      await answer();
+      throw new Error("not streamed");
+    },
+  });
+}
+
+/** What a failed Mastra workflow run was told: its step's error, as an Error or as its serialized fields. */
+function toldByRun(result: { status: string; error?: unknown }): Told {
+  if (result.status !== "failed") return { code: undefined, message: `the run ended ${result.status}` };
+  const error = result.error;
+  if (error instanceof Error) return toldBy(error);
+  const fields = error as { code?: string; message?: string };
+  return { code: fields.code, message: fields.message ?? JSON.stringify(error) };
+}
+
 /**
  * One call of the charge as a user makes it through each entry point, for a task that is already cancelled;
  * resolves with what the caller was told. `settle` closes what the call opened.
@@ -385,6 +438,42 @@ const CANCELLED_CALLS: Record<
       code: result._meta?.["once/error"] as string | undefined,
       message: text?.type === "text" ? text.text : "",
     };
+  },
+  "@once/langgraph onceGraph": (store, taskId) => {
+    const once = onceGraph({ store, tools: [cancellable] });
+    const model = once.model(new CountingChatModel(), "counting");
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode("agent", async (state) => ({ messages: [await model.invoke(state.messages)] }))
+      .addEdge(START, "agent")
+      .addEdge("agent", END)
+      .compile();
+    return graph
+      .invoke({ messages: [new HumanMessage("charge it")] }, { configurable: { thread_id: taskId } })
+      .then(() => ({ code: undefined, message: "completed" }), toldBy);
+  },
+  "@once/mastra onceRun": (store, taskId) => {
+    const task = onceRun({ runId: taskId, store, tools: [cancellable] });
+    const agent = new MastraAgent({
+      id: "charger",
+      name: "charger",
+      instructions: "charge it",
+      model: task.model(countingMastraModel()) as never,
+      tools: task.tools,
+    });
+    return agent
+      .generate("charge it", { runId: task.runId })
+      .then(() => ({ code: undefined, message: "completed" }), toldBy);
+  },
+  "@once/mastra onceStep": async (store, taskId) => {
+    const workflow = createWorkflow({
+      id: "charge-order",
+      inputSchema: cancellable.input,
+      outputSchema: cancellable.output,
+    })
+      .then(onceStep(cancellable, { store, id: "charge" }))
+      .commit();
+    const started = await workflow.createRun({ runId: taskId });
+    return toldByRun(await started.start({ inputData: chargeArgs }));
   },
 };
 

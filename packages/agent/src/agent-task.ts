@@ -6,6 +6,7 @@ import {
   defineTool,
   deriveKey,
   IdempotencyConflictError,
+  InvalidKeyPartError,
   InvalidToolError,
   isTaskStore,
   OnceError,
@@ -321,6 +322,33 @@ export class AgentTask {
       // Any other failure of an effect leaves its step unsettled: the model must not hear of it (below).
       if (declared.kind === "effect" && !(error instanceof CallFailedError))
         this.#unsettled.set(toolCallId, { tool: toolName, error });
+      throw error;
+    }
+  }
+
+  /**
+   * Runs a tool once as a step of this task that no model turn made: a step a workflow names (`stepId`, stable
+   * across runs), under the rules of a turn's tool call: an effect through the dispatcher when there is one,
+   * else here; a read or write here, its result recorded. Filed under the task, so cancelling the task stops
+   * it. The input is in the call's fingerprint: a resumed task that hands the step another input gets
+   * `IdempotencyConflictError`. A stored failure is `CallFailedError`, the same every time.
+   */
+  async step(
+    toolName: string,
+    stepId: string,
+    input: unknown,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<unknown> {
+    const declared = this.#declared(toolName);
+    validateKeyPart("stepId", stepId);
+    // A model turn's steps are `turn-<n>` and `turn-<n>/<call>`: a named step must not take one's key.
+    if (/^turn-\d+(\/|$)/.test(stepId))
+      throw new InvalidKeyPartError("stepId", `${JSON.stringify(stepId)} is the name of a model turn's step`);
+    const step = { taskId: this.taskId, stepId, namespace: this.namespace };
+    try {
+      return await this.#run(declared, input, step, options);
+    } catch (error) {
+      if (error instanceof ReplayedFailureError) throw new CallFailedError(error.key, toolName, error.stored);
       throw error;
     }
   }

@@ -7,17 +7,14 @@ export type OnceStepOptions = Omit<AgentTaskOptions, "taskId" | "tools"> & {
   id?: string;
 };
 
-/** What a step's record is asked to run: the tool and the step's input, so a resumed step with another input conflicts. */
-interface StepCall {
-  calls: { toolCallId: string; toolName: string; input: unknown }[];
-}
-
 /**
  * A once tool as a Mastra workflow step: its input is the step's `inputData`, its output the step's output, and
- * it runs once per (run, step) — a resumed, restarted or retried run, in this process or another, replays the
- * stored result, joins the call still running, or reconciles a call cut off by a crash. Read and write tools
- * are recorded too, so a resumed run sees the answer it saw. A step inside a loop runs once per run: give
- * each iteration a step of its own.
+ * it runs once per (run, step): the step `<stepId>` of the task `<runId>`. A resumed, restarted or retried run,
+ * in this process or another, replays the stored result, joins the call still running, or reconciles a call cut
+ * off by a crash; a resumed run that hands the step another input gets `IdempotencyConflictError`; cancelling
+ * the run's task (`cancelTask({ taskId: runId })`) stops its steps. Read and write tools are recorded too, so a
+ * resumed run sees the answer it saw. A step inside a loop runs once per run: give each iteration a step of
+ * its own.
  */
 export function onceStep<T extends AnyTool>(tool: T, options: OnceStepOptions) {
   const { id = tool.name, ...rest } = options;
@@ -29,16 +26,10 @@ export function onceStep<T extends AnyTool>(tool: T, options: OnceStepOptions) {
     inputSchema: tool.input,
     outputSchema: tool.output,
     execute: async ({ inputData, runId, abortSignal }) => {
-      // A step is a task of its own (`<runId>/<stepId>`): its one "turn" records the call the run asked for, and
-      // the call runs as that turn's step — the same flow as an agent's tool call, with no model to ask.
-      const task = new AgentTask({ ...rest, tools: [tool], taskId: `${runId}/${id}` });
-      await task.turn<StepCall>(
-        { provider: "mastra", modelId: "workflow-step", step: id, tool: tool.name, input: inputData },
-        async () => ({ calls: [{ toolCallId: id, toolName: tool.name, input: inputData }] }),
-        (asked) => asked.calls,
-        abortSignal ? { signal: abortSignal } : {},
-      );
-      return (await task.call(
+      // A step of the run's task, `<runId>`, named by its id: a cancel of the run stops it, and its record sits
+      // with the rest of the run's, read in one round trip when the run resumes.
+      const task = new AgentTask({ ...rest, tools: [tool], taskId: runId });
+      return (await task.step(
         tool.name,
         id,
         inputData,
