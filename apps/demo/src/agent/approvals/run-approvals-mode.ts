@@ -27,12 +27,6 @@ export interface ApprovalsModeOptions {
   signal?: AbortSignal;
 }
 
-/**
- * The lease of the orchestrator's calls. A killed orchestrator's calls are taken over when its process's liveness
- * entry runs out (about a second); the lease bounds only an orchestrator that is alive but stalled.
- */
-const LEASE_MS = 2_000;
-
 type OrchestratorLine = {
   type: "start" | "waiting" | "task";
   taskId: string;
@@ -169,8 +163,8 @@ export async function runApprovalsMode(options: ApprovalsModeOptions): Promise<A
           [...unfinished].join(","),
           "--timeout-ms",
           String(options.timeoutMs),
-          "--lease-ms",
-          String(LEASE_MS),
+          // The calls' lease is the default 30 s: a killed orchestrator's calls are taken over when its
+          // process's liveness entry runs out (about a second); the lease bounds only one alive but stalled.
         ],
         name: `[${label}] orchestrator`,
         onEvent: onLine,
