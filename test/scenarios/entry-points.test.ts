@@ -480,6 +480,7 @@ const CANCELLED_CALLS: Record<
 const TASK_STORES: Record<string, () => Promise<TaskStore>> = {
   MemoryStore: async () => new MemoryStore(),
   RedisStore: () => RedisStore.create({ redis, prefix }),
+  PostgresStore: () => PostgresStore.create({ pool, schema }),
 };
 
 describe("a call of a cancelled task", () => {
