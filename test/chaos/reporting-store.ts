@@ -1,4 +1,5 @@
-import type { OnceStore, WriteOutcome } from "@once/core";
+import type { ClaimRequest, OnceStore, WriteOutcome } from "@once/core";
+import { wrapStore } from "@once/core/store-kit";
 
 /** One acknowledged store transition, as a worker saw it. `f` is the owner's fence. */
 export type StoreReport =
@@ -52,11 +53,9 @@ export function reportingStore(inner: OnceStore, report: (entry: StoreReport) =>
     }
     return outcome;
   }
-  return {
-    get retentionMs() {
-      return inner.retentionMs;
-    },
-    async claim(request) {
+  // Everything else is the store's own: its liveness entries among them, which the workers keep as any do.
+  return wrapStore(inner, {
+    async claim(request: ClaimRequest) {
       const sent = Date.now();
       const outcome = await inner.claim(request);
       report({
@@ -83,7 +82,5 @@ export function reportingStore(inner: OnceStore, report: (entry: StoreReport) =>
     resolveNotApplied: (key, token) =>
       write("resolveNotApplied", key, token, () => inner.resolveNotApplied(key, token)),
     giveUp: (key, token, error) => write("giveUp", key, token, () => inner.giveUp(key, token, error)),
-    resolve: (key, request) => inner.resolve(key, request),
-    get: (key) => inner.get(key),
-  };
+  });
 }

@@ -1,7 +1,7 @@
 /**
  * `@once/core/store-kit`: what a store's implementation shares with once's own stores — the owner token, the
  * `in_flight` wait, a deadline on every call, the setting checks, a cancel's checks, and the operator's counts, fenced resolve and
- * fenced decisions.
+ * fenced decisions; and `wrapStore`, for a wrapper around a store that keeps all it can do.
  * Covered by semver like the package's index; the conformance suite is `@once/core/testing`.
  */
 
@@ -11,3 +11,4 @@ export { ownerNonce, ownerToken } from "./owner-token.js";
 export { livenessTtl, positiveInteger } from "./positive-integer.js";
 export { retryAfterFor } from "./store.js";
 export { withTimeout } from "./with-timeout.js";
+export { wrapStore } from "./wrap-store.js";

@@ -1,6 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { decodeClaim, decodeWrite, OUTCOME_CODES } from "../src/internal.js";
-import { ownerNonce, ownerToken, positiveInteger, retryAfterFor, withTimeout } from "../src/store-kit.js";
+import { deriveKey } from "../src/key.js";
+import { MemoryStore } from "../src/memory-store.js";
+import { isLivenessStore, isTaskStore, type OnceStore } from "../src/store.js";
+import {
+  ownerNonce,
+  ownerToken,
+  positiveInteger,
+  retryAfterFor,
+  withTimeout,
+  wrapStore,
+} from "../src/store-kit.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -144,5 +154,42 @@ describe("decodeClaim and decodeWrite", () => {
   it("hands a claim code given for a write to the store's malformed", () => {
     expect(() => decodeWrite({ code: OUTCOME_CODES.acquired }, malformed)).toThrow("malformed");
     expect(() => decodeWrite({ code: OUTCOME_CODES.ok }, malformed)).toThrow("malformed");
+  });
+});
+
+describe("wrapStore", () => {
+  const claimOf = (stepId: string) => ({
+    key: deriveKey({ taskId: "wrapped", stepId }),
+    tool: "charge",
+    fingerprint: "f".repeat(64),
+    leaseMs: 1_000,
+    phase: "effect" as const,
+  });
+
+  it("replaces the methods given and keeps every other capability of the store, bound to it", async () => {
+    const store = new MemoryStore({ retentionMs: 5_000 });
+    const claimed: string[] = [];
+    const wrapped: OnceStore = wrapStore(store, {
+      claim: (request) => {
+        claimed.push(request.key);
+        return store.claim(request);
+      },
+    });
+    // A wrapper of OnceStore's methods alone would answer false to both: once would run without them.
+    expect(isLivenessStore(wrapped)).toBe(true);
+    expect(isTaskStore(wrapped)).toBe(true);
+    expect(wrapped.retentionMs).toBe(5_000);
+    const request = claimOf("charge");
+    expect((await wrapped.claim(request)).outcome).toBe("acquired");
+    expect(claimed).toEqual([request.key]);
+    // Not overridden: the store's own, so it sees what the override's claim wrote.
+    expect((await wrapped.get(request.key))?.state).toBe("claimed");
+  });
+
+  it("hides a method whose override is undefined", () => {
+    const hidden = wrapStore(new MemoryStore(), { readTask: undefined });
+    expect("readTask" in hidden).toBe(false);
+    expect(isTaskStore(hidden)).toBe(false);
+    expect(isLivenessStore(hidden)).toBe(true);
   });
 });

@@ -112,11 +112,29 @@ export class Engine {
   }
 }
 
-/** The process's liveness in `store`, unless turned off or the store keeps none. */
+/** Stores already warned of for keeping no liveness entries: once per store object is enough. */
+const warnedWithoutLiveness = new WeakSet<OnceStore>();
+
+/**
+ * The process's liveness in `store`, unless turned off or the store keeps none. A store without the liveness
+ * methods still works, on leases alone; but a wrapper that forgot to pass them through looks the same, and
+ * then a dead owner's calls wait out the whole lease with nothing said: so it is said, once per store.
+ */
 function livenessOf(store: OnceStore, option: EngineOptions["liveness"]): ProcessLiveness | undefined {
   if (option === false) return undefined;
   const ttlMs = option?.ttlMs ?? DEFAULT_LIVENESS_TTL_MS;
   if (!(Number.isInteger(ttlMs) && ttlMs >= MIN_LIVENESS_TTL_MS))
     throw new InvalidOptionError("liveness.ttlMs", ttlMs, `an integer of at least ${MIN_LIVENESS_TTL_MS}`);
-  return isLivenessStore(store) ? ProcessLiveness.of(store, ttlMs) : undefined;
+  if (isLivenessStore(store)) return ProcessLiveness.of(store, ttlMs);
+  if (!warnedWithoutLiveness.has(store)) {
+    warnedWithoutLiveness.add(store);
+    process.emitWarning(
+      `the store (${store.constructor?.name ?? "an object"}) keeps no liveness entries (openLiveness, ` +
+        "renewLiveness, endLiveness): a dead owner's calls wait out their whole lease before they are " +
+        "reconciled. A store wrapper must pass those methods through; pass `liveness: false` to run on leases " +
+        "alone without this warning (docs/protocol.md, Liveness).",
+      { code: "ONCE_NO_LIVENESS" },
+    );
+  }
+  return undefined;
 }

@@ -1,5 +1,6 @@
-import { defineTool, type EffectContext, LeaseLostError, MemoryStore } from "@once/core";
-import { describe, expect, it } from "vitest";
+import { defineTool, type EffectContext, LeaseLostError, MemoryStore, type OnceStore } from "@once/core";
+import { wrapStore } from "@once/core/store-kit";
+import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { InProcess } from "../src/index.js";
 
@@ -122,5 +123,30 @@ describe("liveness per process", () => {
     expect(ctx.signal.aborted).toBe(false);
     gate.release();
     expect((await call).outcome).toBe("executed");
+  });
+});
+
+describe("a store that keeps no liveness entries", () => {
+  /** A wrapper that lists OnceStore's methods and forgot the liveness ones, as the demo's once did. */
+  const withoutLiveness = (store: MemoryStore): OnceStore =>
+    wrapStore(store, { openLiveness: undefined, renewLiveness: undefined, endLiveness: undefined });
+
+  it("is warned of once per store (ONCE_NO_LIVENESS), and not at all with liveness: false or a store that keeps them", () => {
+    const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => {});
+    try {
+      const { tool } = gatedTool();
+      const bare = withoutLiveness(new MemoryStore());
+      new InProcess({ store: bare, tools: [tool] });
+      new InProcess({ store: bare, tools: [tool] });
+      new InProcess({ store: withoutLiveness(new MemoryStore()), tools: [tool], liveness: false });
+      new InProcess({ store: new MemoryStore(), tools: [tool] });
+      expect(warn).toHaveBeenCalledTimes(1);
+      const [message, options] = warn.mock.calls[0] as [string, { code: string }];
+      expect(options.code).toBe("ONCE_NO_LIVENESS");
+      expect(message).toContain("keeps no liveness entries (openLiveness, renewLiveness, endLiveness)");
+      expect(message).toContain("pass `liveness: false`");
+    } finally {
+      warn.mockRestore();
+    }
   });
 });
