@@ -128,8 +128,9 @@ function livenessOf(store: OnceStore, option: EngineOptions["liveness"]): Proces
   if (isLivenessStore(store)) return ProcessLiveness.of(store, ttlMs);
   if (!warnedWithoutLiveness.has(store)) {
     warnedWithoutLiveness.add(store);
+    const name = store.constructor?.name;
     process.emitWarning(
-      `the store (${store.constructor?.name ?? "an object"}) keeps no liveness entries (openLiveness, ` +
+      `the store${name && name !== "Object" ? ` (${name})` : ""} keeps no liveness entries (openLiveness, ` +
         "renewLiveness, endLiveness): a dead owner's calls wait out their whole lease before they are " +
         "reconciled. A store wrapper must pass those methods through; pass `liveness: false` to run on leases " +
         "alone without this warning (docs/protocol.md, Liveness).",
