@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type CallData, jobIdForKey, OnceWorker } from "@once/bullmq";
 import { DEFAULT_NAMESPACE, defineTool, deriveKey, type OnceStore } from "@once/core";
+import { wrapStore } from "@once/core/store-kit";
 import { InProcess } from "@once/engine";
 import { RedisStore } from "@once/redis";
 import { Queue } from "bullmq";
@@ -130,17 +131,14 @@ function holdingTool() {
 /** Counts a store's liveness renewals and lease heartbeats (the store itself is the real RedisStore). */
 function countingStore(store: RedisStore): { store: OnceStore; counts: { liveness: number; lease: number } } {
   const counts = { liveness: 0, lease: 0 };
-  const counted = new Proxy(store, {
-    get(target, name) {
-      const value = Reflect.get(target, name, target) as unknown;
-      if (typeof value !== "function") return value;
-      if (name === "renewLiveness" || name === "heartbeat")
-        return (...args: unknown[]) => {
-          if (name === "renewLiveness") counts.liveness++;
-          else counts.lease++;
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      return value.bind(target);
+  const counted = wrapStore(store, {
+    renewLiveness: (id: string, ttlMs: number) => {
+      counts.liveness++;
+      return store.renewLiveness(id, ttlMs);
+    },
+    heartbeat: (key: string, token: string, leaseMs: number) => {
+      counts.lease++;
+      return store.heartbeat(key, token, leaseMs);
     },
   });
   return { store: counted, counts };

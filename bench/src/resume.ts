@@ -1,5 +1,6 @@
 import { AgentTask, type TurnToolCall } from "@once/agent";
 import { defineTool, type OnceStore } from "@once/core";
+import { wrapStore } from "@once/core/store-kit";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { BenchContext } from "./bench-context.js";
@@ -50,13 +51,7 @@ async function runLoop(task: AgentTask, turns: number): Promise<void> {
 
 /** The store with its task read hidden: every step of a resume is claimed on its own. */
 function claimPerStep(store: OnceStore): OnceStore {
-  return new Proxy(store, {
-    get(target, name) {
-      if (name === "readTask") return undefined;
-      const value = Reflect.get(target, name, target) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  return wrapStore(store, { readTask: undefined });
 }
 
 /** Counts the commands a client sends. */

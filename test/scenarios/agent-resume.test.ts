@@ -5,6 +5,7 @@
 
 import { AgentTask, type TurnToolCall } from "@once/agent";
 import { type ClaimRequest, defineTool, type OnceStore } from "@once/core";
+import { wrapStore } from "@once/core/store-kit";
 import { PostgresStore } from "@once/postgres";
 import { RedisStore } from "@once/redis";
 import { cleanupPrefix, postgresUrl, randomPrefix, randomSchema, redisUrl } from "@once/support";
@@ -91,14 +92,10 @@ async function runLoop(task: AgentTask, turns: number, asked: { count: number })
 
 /** The store as one from before claims were filed under their task: the same records, none filed. */
 function unfiled(store: OnceStore): OnceStore {
-  return new Proxy(store, {
-    get(target, name) {
-      if (name === "readTask" || name === "cancelTask") return undefined;
-      if (name === "claim")
-        return ({ task: _task, ...request }: ClaimRequest) => target.claim(request as ClaimRequest);
-      const value = Reflect.get(target, name, target) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  return wrapStore(store, {
+    readTask: undefined,
+    cancelTask: undefined,
+    claim: ({ task: _task, ...request }: ClaimRequest) => store.claim(request as ClaimRequest),
   });
 }
 
