@@ -140,6 +140,17 @@ describe("AgentTask", () => {
     expect(payments.ledger().charges.byOrder[orderId]).toBeUndefined();
   });
 
+  it("a named step (task.step) may not take a model turn's step name: InvalidKeyPartError, nothing runs", async () => {
+    const orderId = newOrder();
+    const task = new AgentTask({ taskId: `task-${orderId}`, store, tools: [charge()] });
+    const input = { orderId, amount: 1_200 };
+    await expect(task.step("charge", "turn-0", input)).rejects.toThrow(InvalidKeyPartError);
+    await expect(task.step("charge", "turn-2/call_1", input)).rejects.toThrow(
+      /invalid stepId: "turn-2\/call_1" is the name of a model turn's step/,
+    );
+    expect(payments.ledger().charges.byOrder[orderId]).toBeUndefined();
+  });
+
   it("refuses a taskId with a control character, and a tool without a kind", () => {
     expect(() => new AgentTask({ taskId: "task\n7", store, tools: [] })).toThrow(InvalidKeyPartError);
     const notOnce = { name: "charge", input: z.object({}) };

@@ -1,4 +1,5 @@
 import { createTool } from "@mastra/core/tools";
+import { createWorkflow } from "@mastra/core/workflows";
 import {
   type AnyTool,
   defineTool,
@@ -161,5 +162,62 @@ describe("a resumed run that asks another thing, or was given bad input: a named
     expect(() => onceRun({ runId: undefined as never, store, tools })).toThrow(InvalidKeyPartError);
     expect(() => onceRun({ runId: "", store, tools })).toThrow(/invalid taskId: must not be empty/);
     expect(await ledger(orderId)).toEqual({ charges: 0, emails: 0 });
+  });
+});
+
+/** A workflow of one once step, the charge, started as a run with the given id and input. */
+async function runCharge(charge: AnyTool, runId: string, inputData: unknown) {
+  const workflow = createWorkflow({
+    id: "charge-order",
+    inputSchema: charge.input,
+    outputSchema: charge.output,
+  })
+    .then(onceStep(charge, { store }))
+    .commit();
+  const run = await workflow.createRun({ runId });
+  return run.start({ inputData: inputData as never });
+}
+
+/** A failed run's error: Mastra keeps the step's error as an Error or as its serialized fields. */
+function failureOf(result: Awaited<ReturnType<typeof runCharge>>): { code?: string; message: string } {
+  const error = (result as { error?: unknown }).error;
+  if (error instanceof Error) return { code: (error as { code?: string }).code, message: error.message };
+  return error as { code?: string; message: string };
+}
+
+const chargeOf = (tools: AnyTool[]) => tools.find((t) => t.name === "charge_customer") as AnyTool;
+
+describe("onceStep in Mastra's workflow runner: the step <stepId> of the task <runId>", () => {
+  it("a run whose task was cancelled: the step charges nothing and the run fails, told who cancelled it and why", async () => {
+    const orderId = newOrder();
+    const runId = `run-${orderId}`;
+    const by = { by: "ops@example.com", why: "the order was withdrawn" };
+    await store.cancelTask({ taskId: runId }, by);
+    const input = { orderId, amount: 1_200, currency: "eur" };
+    const result = await runCharge(chargeOf(await orderTools(orderId)), runId, input);
+    expect(result.status).toBe("failed");
+    const failure = failureOf(result);
+    expect(failure.code).toBe("ONCE_TASK_CANCELLED");
+    expect(failure.message).toContain(`task "${runId}" was cancelled by ${by.by}`);
+    expect(failure.message).toContain(by.why);
+    expect(await ledger(orderId)).toEqual({ charges: 0, emails: 0 });
+  });
+
+  it("started again with the same runId: the step replays its charge; another input for it is refused, nothing charged again", async () => {
+    const orderId = newOrder();
+    const runId = `run-${orderId}`;
+    const charge = chargeOf(await orderTools(orderId));
+    const input = { orderId, amount: 1_200, currency: "eur" };
+    const first = await runCharge(charge, runId, input);
+    expect(first.status).toBe("success");
+    const again = await runCharge(charge, runId, input);
+    expect(again).toMatchObject({ status: "success", result: (first as { result: unknown }).result });
+    const changed = await runCharge(charge, runId, { ...input, amount: 9_900 });
+    expect(changed.status).toBe("failed");
+    expect(failureOf(changed)).toMatchObject({
+      code: "ONCE_CONFLICT",
+      message: expect.stringContaining("already belongs to a different charge_customer call (other input)"),
+    });
+    expect(await ledger(orderId)).toEqual({ charges: 1, emails: 0 });
   });
 });

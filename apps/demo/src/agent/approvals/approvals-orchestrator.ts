@@ -1,5 +1,5 @@
 // `node dist/agent/approvals/approvals-orchestrator.js --mode naive|once --redis-url URL --prefix P
-//   --payments-url URL --task-prefix ID --task-numbers 1,2,… [--timeout-ms 250] [--lease-ms MS: default the engine's]`
+//   --payments-url URL --task-prefix ID --task-numbers 1,2,… [--timeout-ms 250]`
 // The approvals demo's orchestrator: each order task is an AI SDK generateText loop whose charge needs a
 // person's approval over the threshold, every tool call re-sent when its wait times out. When the loop stops on
 // a tool-approval-request, the task waits for the decision, then runs the loop again on the conversation with
@@ -45,7 +45,6 @@ const { values: args } = (() => {
         "task-prefix": { type: "string" },
         "task-numbers": { type: "string" },
         "timeout-ms": { type: "string", default: "250" },
-        "lease-ms": { type: "string" },
       },
     });
   } catch (error) {
@@ -65,11 +64,6 @@ const taskNumbers = required("task-numbers", args["task-numbers"])
   .split(",")
   .map((n) => integer("task-numbers", n));
 const timeoutMs = integer("timeout-ms", args["timeout-ms"]);
-// The lease of the calls and turns: the engine's default unless given.
-const leases =
-  args["lease-ms"] === undefined
-    ? {}
-    : { leaseMs: integer("lease-ms", args["lease-ms"]), turnLeaseMs: integer("lease-ms", args["lease-ms"]) };
 const redisUrl = required("redis-url", args["redis-url"]);
 
 const emit = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
@@ -153,7 +147,9 @@ async function runTask(n: number): Promise<void> {
   emit({ type: "start", taskId, task: n });
   try {
     const agent = orderAgentModel(orderId);
-    const task = store && onceTask({ taskId, store, tools: withChargeApproval(declared), ...leases });
+    // At the engine's default leases: a killed orchestrator's calls are taken over when its process's liveness
+    // entry runs out (about a second); a lease bounds only an orchestrator alive but stalled.
+    const task = store && onceTask({ taskId, store, tools: withChargeApproval(declared) });
     const tools = resent(task ? task.tools : naiveTools(taskId));
     let messages: ModelMessage[] = [
       {

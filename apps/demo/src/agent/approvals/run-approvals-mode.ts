@@ -163,8 +163,6 @@ export async function runApprovalsMode(options: ApprovalsModeOptions): Promise<A
           [...unfinished].join(","),
           "--timeout-ms",
           String(options.timeoutMs),
-          // The calls' lease is the default 30 s: a killed orchestrator's calls are taken over when its
-          // process's liveness entry runs out (about a second); the lease bounds only one alive but stalled.
         ],
         name: `[${label}] orchestrator`,
         onEvent: onLine,
