@@ -66,7 +66,7 @@ export async function approvalsDemo(options: ApprovalsDemoOptions): Promise<numb
     `  ${options.tasks} order tasks per mode, all at once, each an AI SDK generateText loop: read the order → charge it + email the receipt → mark it paid → answer`,
     `  a charge over ${APPROVAL_THRESHOLD_CENTS} cents needs a person's approval (the model charges 1000–9999, another amount when asked again)`,
     `  the approver, a process of its own, decides ${options.decisionDelayMs} ms after it sees a request: it cancels the first task it is asked about, denies orders numbered a multiple of 3, approves the rest`,
-    "  the orchestrator is SIGKILLed when every unfinished task waits for a decision, and again once the approver has decided them; each time restarted with the unfinished tasks",
+    "  the orchestrator is SIGKILLed when every unfinished task waits for a decision, and again when the restarted one holds a decision it has not acted on; each time restarted with the unfinished tasks",
     `  tool calls re-sent after ${options.timeoutMs} ms (waits doubling to ${8 * options.timeoutMs} ms); provider latency p50 ${options.latency.p50Ms} ms, p99 ${options.latency.p99Ms} ms (seed ${options.seed}); Redis: ${options.redisUrl} (${options.redisSource})`,
     "",
   ]);

@@ -9,8 +9,8 @@
 // channel and aborts the loop (abortSignal). A restarted process starts its tasks again from the first message.
 // once: @once/ai's onceTask — needsApproval and the request are the record's, the decision is read from the
 // record, a cancel is the task's (operator cancel). A restarted process runs the same taskIds again.
-// stdout is JSON lines: `start`, `waiting` (the task waits for a decision), `task` (finished: ok, failed or
-// cancelled). Exit 0 when every task was run, 2 when it could not run.
+// stdout is JSON lines: `start`, `waiting` (the task waits for a decision), `decision` (it has one, and has not
+// acted on it yet), `task` (finished: ok, failed or cancelled). Exit 0 when every task was run, 2 when it could not run.
 import { parseArgs } from "node:util";
 import { onceTask } from "@once/ai";
 import { OnceError } from "@once/core";
@@ -184,6 +184,7 @@ async function runTask(n: number): Promise<void> {
               },
               cancel.signal,
             );
+        emit({ type: "decision", taskId, task: n });
         responses.push({ type: "tool-approval-response", approvalId: request.approvalId, approved });
       }
       messages = [...messages, ...result.responseMessages, { role: "tool", content: responses }];

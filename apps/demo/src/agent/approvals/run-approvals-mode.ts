@@ -28,7 +28,7 @@ export interface ApprovalsModeOptions {
 }
 
 type OrchestratorLine = {
-  type: "start" | "waiting" | "task";
+  type: "start" | "waiting" | "decision" | "task";
   taskId: string;
   task: number;
   outcome?: "ok" | "failed" | "cancelled";
@@ -144,7 +144,10 @@ export async function runApprovalsMode(options: ApprovalsModeOptions): Promise<A
         }
         // Killed while every unfinished task waits for a person: the requests are pending.
         if (kills === 0 && waiting.size > 0 && [...unfinished].every((n) => waiting.has(n))) kill?.();
-        killAfterDecisions();
+        // Killed again as the restarted orchestrator holds a decision it has not acted on: its own word, so the
+        // kill cannot come too late, as it can when the approver's word arrives after the tasks finished.
+        else if (kills === 1 && line.type === "decision") kill?.();
+        else killAfterDecisions();
       };
       const child = NodeChild.start<OrchestratorLine>({
         script: ORCHESTRATOR_MAIN,
